@@ -1,0 +1,3 @@
+import neostandard from 'neostandard'
+
+export default neostandard({ ts: true, ignores: ['dist', 'drizzle', 'coverage', '.tap'] })

@@ -1,0 +1,62 @@
+// errors: the one error shape of SPEC 7 / CONTRACT 8 for every failure, Fastify's own included.
+import { STATUS_CODES } from 'node:http'
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import {
+  BodyTooLargeError, InvalidIdError, isPublicError, MalformedJsonError, RouteNotFoundError,
+  UnsupportedMediaTypeError
+} from '../src/errors.js'
+import { failedParam, validationDetails } from '../src/lib/validation.js'
+
+export interface ErrorsPluginOptions {
+  /** NODE_ENV=development: 500 bodies carry the real message and the stack (SPEC 7.4). */
+  development: boolean
+}
+
+export interface ErrorBody {
+  error: string
+  details?: string[]
+  stack?: string
+}
+
+// Fastify's own errors, mapped once to the public messages of CONTRACT 8.
+const FASTIFY_ERRORS: Record<string, () => FastifyError> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: () => new MalformedJsonError(),
+  FST_ERR_CTP_EMPTY_JSON_BODY: () => new MalformedJsonError(),
+  FST_ERR_CTP_BODY_TOO_LARGE: () => new BodyTooLargeError(),
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: () => new UnsupportedMediaTypeError(),
+  FST_ERR_CTP_INVALID_TYPE: () => new UnsupportedMediaTypeError()
+}
+
+function toResponse (error: FastifyError, development: boolean): { status: number, body: ErrorBody } {
+  if (error.validation !== undefined) {
+    if (error.validationContext === 'params') return toResponse(new InvalidIdError(failedParam(error.validation)), development)
+    return { status: 400, body: { error: 'Validation failed', details: validationDetails(error.validation) } }
+  }
+  const mapped = error.code === undefined ? undefined : FASTIFY_ERRORS[error.code]
+  if (mapped !== undefined) return toResponse(mapped(), development)
+
+  const status = error.statusCode ?? 500
+  if (status >= 500 || status < 400) {
+    const body = { error: isPublicError(error) ? error.message : 'Internal server error' }
+    const code = status >= 500 ? status : 500
+    return development ? { status: code, body: { error: error.message, stack: error.stack ?? '' } } : { status: code, body }
+  }
+  if (isPublicError(error)) return { status, body: { error: error.message } }
+  // Any other client error Fastify raises: its status with the standard reason, never its message.
+  return { status, body: { error: STATUS_CODES[status] ?? 'Bad request' } }
+}
+
+export default fp<ErrorsPluginOptions>(async function errors (app, opts) {
+  app.setErrorHandler(function (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+    const { status, body } = toResponse(error, opts.development)
+    // Logged in full server-side always; only the mapped body leaves the process.
+    if (status >= 500) request.log.error({ err: error }, 'request failed')
+    else request.log.info({ err: { code: error.code, message: error.message }, statusCode: status }, 'request rejected')
+    return reply.code(status).send(body)
+  })
+
+  app.setNotFoundHandler(function () {
+    throw new RouteNotFoundError()
+  })
+}, { name: 'errors', fastify: '5.x' })

@@ -1,0 +1,32 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import { ErrorRef, IdParams } from '../../src/schemas/common.js'
+import { InputUserBody, InputUserSchema } from '../../src/schemas/users.js'
+
+// SPEC 4.7: routes that exist to show the validation rules; they store nothing.
+const input: FastifyPluginAsyncTypebox = async function (app) {
+  app.post('/users', {
+    schema: {
+      tags: ['input'],
+      summary: 'Validate a user body (name and email, both required strings)',
+      body: InputUserBody,
+      response: { 201: InputUserSchema, 400: ErrorRef }
+    }
+  }, async function (request, reply) {
+    const { name, email } = request.body
+    return reply.code(201).send({ name, email })
+  })
+
+  app.get('/users/:id', {
+    schema: {
+      tags: ['input'],
+      summary: 'Validate a path id (a positive integer)',
+      params: IdParams,
+      response: { 200: Type.Object({ id: Type.Integer() }), 400: ErrorRef }
+    }
+  }, async function (request) {
+    return { id: request.params.id }
+  })
+}
+
+export default input

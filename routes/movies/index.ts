@@ -1,0 +1,23 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { PaginationSchema, pageSchema, readPage } from '../../src/lib/pagination.js'
+import { MOVIE_SORT_FIELDS } from '../../src/repositories/movies.js'
+import { ErrorRef, Ref } from '../../src/schemas/common.js'
+import { MovieListQuery, MovieSchema } from '../../src/schemas/movies.js'
+
+const movies: FastifyPluginAsyncTypebox = async function (app) {
+  const { moviesRepository } = app
+
+  app.get('/', {
+    schema: {
+      tags: ['movies'],
+      summary: 'List movies (the reference collection: paginated, filtered, sorted)',
+      querystring: MovieListQuery,
+      response: { 200: pageSchema(Ref(MovieSchema), Ref(PaginationSchema)), 400: ErrorRef, 500: ErrorRef }
+    }
+  }, async function (request) {
+    const query = request.query
+    return readPage('movies', query, MOVIE_SORT_FIELDS, (page) => moviesRepository.list(query, page))
+  })
+}
+
+export default movies

@@ -1,0 +1,59 @@
+import { bigint, index, integer, numeric, pgEnum, pgTable, text, timestamp } from 'drizzle-orm/pg-core'
+
+export const ROLE_VALUES = ['User', 'Moderator', 'Admin', 'SuperAdmin', 'Owner'] as const
+export const PRIORITY_VALUES = ['low', 'normal', 'high', 'urgent'] as const
+
+// Declaration order is the sort order in PostgreSQL, so sort=priority ranks by urgency.
+export const messagePriority = pgEnum('message_priority', PRIORITY_VALUES)
+
+const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow()
+
+// bigint ids: every safe integer is a valid path id (CONTRACT 10), so lookups never overflow int4.
+const id = () => bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity()
+
+export const users = pgTable('users', {
+  id: id(),
+  subjectId: text('subject_id').notNull().unique(),
+  email: text('email'),
+  name: text('name'),
+  // Plain text, not an enum: a role unknown to this version must still be storable.
+  role: text('role').notNull().default('User'),
+  createdAt: createdAt(),
+  updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow()
+}, (t) => [
+  index('users_role_id_idx').on(t.role, t.id),
+  index('users_name_id_idx').on(t.name, t.id),
+  index('users_email_id_idx').on(t.email, t.id),
+  index('users_created_at_id_idx').on(t.createdAt, t.id)
+])
+
+export const messages = pgTable('messages', {
+  id: id(),
+  content: text('content').notNull(),
+  subject: text('subject'),
+  priority: messagePriority('priority').notNull().default('normal'),
+  authorId: bigint('author_id', { mode: 'number' }).notNull().references(() => users.id, { onDelete: 'cascade' }),
+  createdAt: createdAt()
+}, (t) => [
+  index('messages_created_at_id_idx').on(t.createdAt, t.id),
+  index('messages_priority_id_idx').on(t.priority, t.id),
+  index('messages_subject_id_idx').on(t.subject, t.id),
+  index('messages_author_id_id_idx').on(t.authorId, t.id)
+])
+
+export const movies = pgTable('movies', {
+  id: id(),
+  title: text('title').notNull(),
+  year: integer('year').notNull(),
+  rating: numeric('rating', { precision: 3, scale: 1, mode: 'number' }).notNull(),
+  genre: text('genre').notNull()
+}, (t) => [
+  index('movies_title_id_idx').on(t.title, t.id),
+  index('movies_year_id_idx').on(t.year, t.id),
+  index('movies_rating_id_idx').on(t.rating, t.id),
+  index('movies_genre_id_idx').on(t.genre, t.id)
+])
+
+export type UserRow = typeof users.$inferSelect
+export type MessageRow = typeof messages.$inferSelect
+export type MovieRow = typeof movies.$inferSelect

@@ -1,0 +1,26 @@
+import createError from '@fastify/error'
+
+// Every error the API answers with, defined once. The API_ prefix marks a message as public:
+// the error handler sends it verbatim. Any other error becomes "Internal server error".
+export const UnauthorizedError = createError('API_UNAUTHORIZED', 'Invalid or missing token', 401)
+export const ForbiddenError = createError('API_FORBIDDEN', 'Insufficient permissions', 403)
+export const NotFoundError = createError('API_NOT_FOUND', '%s not found', 404)
+export const RouteNotFoundError = createError('API_ROUTE_NOT_FOUND', 'Not found', 404)
+export const ConflictError = createError('API_CONFLICT', '%s', 409)
+export const InvalidIdError = createError('API_INVALID_ID', 'Parameter "%s" must be a positive integer', 400)
+export const MissingQueryError = createError('API_MISSING_QUERY', 'Missing required query parameter: %s', 400)
+export const MalformedJsonError = createError('API_MALFORMED_JSON', 'Malformed JSON body', 400)
+export const BodyTooLargeError = createError('API_BODY_TOO_LARGE', 'Request body too large', 413)
+export const UnsupportedMediaTypeError = createError('API_UNSUPPORTED_MEDIA_TYPE', 'Unsupported media type', 415)
+export const TooManyRequestsError = createError('API_TOO_MANY_REQUESTS', 'Too many requests', 429)
+export const RetrieveFailedError = createError('API_RETRIEVE_FAILED', 'Failed to retrieve %s', 500)
+export const NotConfiguredError = createError('API_NOT_CONFIGURED', '%s is not configured', 500)
+export const UpstreamError = createError('API_UPSTREAM', '%s', 502)
+export const DatabaseUnavailableError = createError('API_DATABASE_UNAVAILABLE', 'Database unavailable', 503)
+
+/** An upstream answered with a non-success status that the API mirrors (SPEC 4.8). */
+export const UpstreamStatusError = createError('API_UPSTREAM_STATUS', '%s', 502)
+
+export function isPublicError (err: { code?: unknown }): boolean {
+  return typeof err.code === 'string' && err.code.startsWith('API_')
+}

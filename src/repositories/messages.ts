@@ -1,0 +1,113 @@
+import { and, eq, type SQL } from 'drizzle-orm'
+import type { Database } from '../db/client.js'
+import { messages, users, type PRIORITY_VALUES } from '../db/schema.js'
+import { orderBy, type PageRequest } from '../lib/pagination.js'
+
+export type Priority = typeof PRIORITY_VALUES[number]
+
+export interface Message {
+  id: number
+  content: string
+  subject: string | null
+  priority: Priority
+  author: { id: number, name: string | null }
+  createdAt: string
+}
+
+export interface MessageFilters {
+  priority?: Priority
+  authorId?: number
+  subject?: string
+}
+
+export interface NewMessage {
+  content: string
+  subject?: string | null
+  priority?: Priority
+  authorId: number
+}
+
+export const MESSAGE_SORT_FIELDS = ['id', 'createdAt', 'priority', 'subject'] as const
+export type MessageSort = typeof MESSAGE_SORT_FIELDS[number]
+
+const SORT_COLUMNS = {
+  id: messages.id,
+  createdAt: messages.createdAt,
+  priority: messages.priority,
+  subject: messages.subject
+} satisfies Record<MessageSort, unknown>
+
+const columns = {
+  id: messages.id,
+  content: messages.content,
+  subject: messages.subject,
+  priority: messages.priority,
+  authorId: messages.authorId,
+  authorName: users.name,
+  createdAt: messages.createdAt
+}
+
+type Row = { id: number, content: string, subject: string | null, priority: Priority, authorId: number, authorName: string | null, createdAt: Date }
+
+const toMessage = (row: Row): Message => ({
+  id: row.id,
+  content: row.content,
+  subject: row.subject,
+  priority: row.priority,
+  author: { id: row.authorId, name: row.authorName },
+  createdAt: row.createdAt.toISOString()
+})
+
+function filtersToWhere (filters: MessageFilters): SQL | undefined {
+  return and(
+    filters.priority === undefined ? undefined : eq(messages.priority, filters.priority),
+    filters.authorId === undefined ? undefined : eq(messages.authorId, filters.authorId),
+    filters.subject === undefined ? undefined : eq(messages.subject, filters.subject)
+  )
+}
+
+export function createMessagesRepository (db: Database) {
+  async function findPage (where: SQL | undefined, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
+    const [rows, total] = await Promise.all([
+      db.select(columns).from(messages).innerJoin(users, eq(users.id, messages.authorId))
+        .where(where)
+        .orderBy(...orderBy(SORT_COLUMNS[page.sort], page.order, messages.id))
+        .limit(page.limit).offset(page.offset),
+      db.$count(messages, where)
+    ])
+    return { rows: rows.map(toMessage), total }
+  }
+
+  return {
+    list (filters: MessageFilters, page: PageRequest<MessageSort>) {
+      return findPage(filtersToWhere(filters), page)
+    },
+
+    async findById (id: number): Promise<Message | null> {
+      const [row] = await db.select(columns).from(messages).innerJoin(users, eq(users.id, messages.authorId))
+        .where(eq(messages.id, id))
+      return row === undefined ? null : toMessage(row)
+    },
+
+    async create (input: NewMessage): Promise<Message> {
+      // One statement: insert and read the author's name back together.
+      const [row] = await db.insert(messages).values({
+        content: input.content,
+        subject: input.subject ?? null,
+        priority: input.priority ?? 'normal',
+        authorId: input.authorId
+      }).returning({ id: messages.id })
+      const message = row === undefined ? null : await this.findById(row.id)
+      if (message === null) throw new Error('inserted message not found')
+      return message
+    },
+
+    /** Deletes and reports whether a row was there. */
+    async delete (id: number): Promise<boolean> {
+      const rows = await db.delete(messages).where(eq(messages.id, id)).returning({ id: messages.id })
+      return rows.length > 0
+    }
+  }
+}
+
+export type MessagesRepository = ReturnType<typeof createMessagesRepository>

@@ -1,0 +1,34 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { PRIORITY_VALUES } from '../db/schema.js'
+import { MESSAGE_SORT_FIELDS } from '../repositories/messages.js'
+import { collectionQuery } from '../lib/pagination.js'
+import { StringEnum, Timestamp } from './common.js'
+
+export const Priority = StringEnum(PRIORITY_VALUES, { description: 'Defaults to normal', examples: ['normal'] })
+
+export const MessageSchema = Type.Object({
+  id: Type.Integer({ examples: [42] }),
+  content: Type.String({ examples: ['The deploy is done.'] }),
+  subject: Type.Union([Type.String(), Type.Null()], { examples: ['Release 2.4'] }),
+  priority: Priority,
+  author: Type.Object({
+    id: Type.Integer({ examples: [7] }),
+    name: Type.Union([Type.String(), Type.Null()], { examples: ['Alice'] })
+  }),
+  createdAt: Timestamp
+}, { $id: 'Message', title: 'Message' })
+
+export const CreateMessageBody = Type.Object({
+  // pattern \S: whitespace-only content counts as empty (CONTRACT 5).
+  content: Type.String({ minLength: 1, maxLength: 4000, pattern: '\\S', examples: ['The deploy is done.'] }),
+  subject: Type.Optional(Type.String({ maxLength: 200, examples: ['Release 2.4'] })),
+  priority: Type.Optional(Priority)
+}, { examples: [{ content: 'The deploy is done.', subject: 'Release 2.4', priority: 'high' }] })
+export type CreateMessageBody = Static<typeof CreateMessageBody>
+
+export const MessageListQuery = collectionQuery(MESSAGE_SORT_FIELDS, {
+  priority: Type.Optional(StringEnum(PRIORITY_VALUES, { description: 'Only messages of this priority' })),
+  authorId: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'Only messages by this local user id' })),
+  subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only messages with exactly this subject' }))
+})
+export type MessageListQuery = Static<typeof MessageListQuery>

@@ -1,0 +1,18 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { collectionQuery } from '../lib/pagination.js'
+import { MOVIE_SORT_FIELDS } from '../repositories/movies.js'
+
+export const MovieSchema = Type.Object({
+  id: Type.Integer({ examples: [1] }),
+  title: Type.String({ examples: ['The Matrix'] }),
+  year: Type.Integer({ examples: [1999] }),
+  rating: Type.Number({ examples: [8.7] }),
+  genre: Type.String({ examples: ['Sci-Fi'] })
+}, { $id: 'Movie', title: 'Movie' })
+
+export const MovieListQuery = collectionQuery(MOVIE_SORT_FIELDS, {
+  genre: Type.Optional(Type.String({ maxLength: 100, description: 'Only this genre (exact match)', examples: ['Drama'] })),
+  year: Type.Optional(Type.Integer({ minimum: 0, maximum: 9999, description: 'Only this release year', examples: [1994] })),
+  minRating: Type.Optional(Type.Number({ minimum: 0, maximum: 10, description: 'Only ratings greater than or equal to this', examples: [8.5] }))
+})
+export type MovieListQuery = Static<typeof MovieListQuery>

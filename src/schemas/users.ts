@@ -1,0 +1,34 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { ROLE_VALUES } from '../db/schema.js'
+import { collectionQuery } from '../lib/pagination.js'
+import { USER_SORT_FIELDS } from '../repositories/users.js'
+import { StringEnum, Timestamp } from './common.js'
+
+const NullableString = Type.Union([Type.String(), Type.Null()])
+
+export const UserSchema = Type.Object({
+  id: Type.Integer({ examples: [7] }),
+  subjectId: Type.String({ examples: ['alice'] }),
+  email: NullableString,
+  name: NullableString,
+  role: Type.String({ examples: ['User'] }),
+  createdAt: Timestamp,
+  updatedAt: Timestamp
+}, { $id: 'User', title: 'User' })
+
+export const UserListQuery = collectionQuery(USER_SORT_FIELDS, {
+  role: Type.Optional(StringEnum(ROLE_VALUES, { description: 'Only users with this role' }))
+})
+export type UserListQuery = Static<typeof UserListQuery>
+
+// SPEC 4.7: the input-validation router. Both fields required, both reported together.
+export const InputUserBody = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', examples: ['Alice'] }),
+  email: Type.String({ minLength: 1, maxLength: 320, pattern: '\\S', examples: ['alice@example.com'] })
+})
+export type InputUserBody = Static<typeof InputUserBody>
+
+export const InputUserSchema = Type.Object({
+  name: Type.String(),
+  email: Type.String()
+})
