@@ -1,9 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { NotFoundError } from '../../src/errors.js'
+import { Type } from '@sinclair/typebox'
+import { hasRoleAtLeast } from '../../src/auth/roles.js'
+import { ForbiddenError, NotFoundError } from '../../src/errors.js'
 import { PaginationSchema, pageSchema, readPage } from '../../src/lib/pagination.js'
 import { MESSAGE_SORT_FIELDS } from '../../src/repositories/messages.js'
-import { ErrorRef, IdParams, Ref } from '../../src/schemas/common.js'
-import { MessageListQuery, MessageSchema } from '../../src/schemas/messages.js'
+import { bearerAuth, ErrorRef, IdParams, Ref } from '../../src/schemas/common.js'
+import { CreateMessageBody, MessageListQuery, MessageSchema } from '../../src/schemas/messages.js'
 
 const messages: FastifyPluginAsyncTypebox = async function (app) {
   const { messagesRepository } = app
@@ -32,6 +34,42 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     const message = await messagesRepository.findById(request.params.id)
     if (message === null) throw new NotFoundError('Message')
     return message
+  })
+
+  app.post('/', {
+    onRequest: app.authenticate,
+    schema: {
+      tags: ['messages'],
+      summary: 'Create a message as the caller',
+      security: bearerAuth,
+      body: CreateMessageBody,
+      response: { 201: MessageRef, 400: ErrorRef, 401: ErrorRef, 502: ErrorRef }
+    }
+  }, async function (request, reply) {
+    const author = await app.resolveLocalUser(request)
+    const message = await messagesRepository.create({ ...request.body, authorId: author.id })
+    return reply.code(201).header('location', `/v2/messages/${message.id}`).send(message)
+  })
+
+  app.delete('/:id', {
+    onRequest: app.authenticate,
+    schema: {
+      tags: ['messages'],
+      summary: 'Delete a message (its author, or Moderator or higher)',
+      security: bearerAuth,
+      params: IdParams,
+      response: { 204: Type.Null({ description: 'Deleted' }), 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 404: ErrorRef, 502: ErrorRef }
+    }
+  }, async function (request, reply) {
+    const { id } = request.params
+    const message = await messagesRepository.findById(id)
+    if (message === null) throw new NotFoundError('Message')
+    if (!hasRoleAtLeast(request.user!.role, 'Moderator')) {
+      const me = await app.resolveLocalUser(request)
+      if (me.id !== message.author.id) throw new ForbiddenError()
+    }
+    await messagesRepository.delete(id)
+    return reply.code(204).send(null)
   })
 }
 

@@ -28,3 +28,6 @@ export type IdParams = Static<typeof IdParams>
 export const Timestamp = Type.String({ format: 'date-time', examples: ['2026-01-01T12:00:00.000Z'] })
 
 export const HealthSchema = Type.Object({ ok: Type.Literal(true) })
+
+/** The security requirement of every protected operation (SPEC 4.6). */
+export const bearerAuth = [{ bearerAuth: [] }]

@@ -1,0 +1,145 @@
+// auth: the authentication chain of SPEC 5.2 (verifyJwt → attachUser → handleAuthError) and resolveLocalUser.
+import fastifyJwt from '@fastify/jwt'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { createKeyResolver } from '../src/auth/jwks.js'
+import { createLocalUserResolver } from '../src/auth/resolve-local-user.js'
+import { DEFAULT_ROLE } from '../src/auth/roles.js'
+import { createUserinfoClient, type UserinfoProfile } from '../src/auth/userinfo.js'
+import { UnauthorizedError } from '../src/errors.js'
+import type { LocalUser } from '../src/repositories/users.js'
+
+/** SPEC 2.3 / CONTRACT 4: the request-scoped caller, copied from verified claims. */
+export interface AuthenticatedUser {
+  sub: string
+  role: string
+  email?: string
+  name?: string
+}
+
+declare module '@fastify/jwt' {
+  interface FastifyJWT {
+    payload: { sub?: unknown, role?: unknown, email?: unknown, name?: unknown }
+    user: AuthenticatedUser | null
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** onRequest hook: the whole authentication chain. Every failure is 401 Invalid or missing token. */
+    authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+    /** The caller's local user record, provisioned from userinfo on first sight (SPEC 5.5). */
+    resolveLocalUser: (request: FastifyRequest) => Promise<LocalUser>
+  }
+}
+
+export interface AuthPluginOptions {
+  issuer: string
+  audience: string
+  /** SPEC 5.7: the x-test-user stub instead of token verification. Code only, never the environment. */
+  testAuth?: boolean
+  upstreamTimeoutMs?: number
+  /** Minimum interval between key-set fetches caused by unknown kids (CONTRACT 4: 30 s). */
+  unknownKidIntervalMs?: number
+}
+
+const CLOCK_TOLERANCE_MS = 5000
+// CONTRACT 10: "Bearer", one space, the token; the scheme is case-insensitive.
+const BEARER = /^Bearer ([^\s]+)$/i
+
+const optionalString = (value: unknown): string | undefined => typeof value === 'string' ? value : undefined
+
+/** attachUser: the claims the service reads, typed. A missing role is User (CONTRACT 4). */
+export function formatUser (claims: { sub?: unknown, role?: unknown, email?: unknown, name?: unknown }): AuthenticatedUser {
+  if (typeof claims.sub !== 'string' || claims.sub.length === 0) throw new UnauthorizedError()
+  const user: AuthenticatedUser = { sub: claims.sub, role: typeof claims.role === 'string' ? claims.role : DEFAULT_ROLE }
+  const email = optionalString(claims.email)
+  const name = optionalString(claims.name)
+  if (email !== undefined) user.email = email
+  if (name !== undefined) user.name = name
+  return user
+}
+
+export function bearerToken (request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization
+  return header === undefined ? undefined : BEARER.exec(header)?.[1]
+}
+
+export default fp<AuthPluginOptions>(async function auth (app, opts) {
+  const issuer = opts.issuer.replace(/\/$/, '')
+  const resolveKey = createKeyResolver({ issuer, timeoutMs: opts.upstreamTimeoutMs, unknownKidIntervalMs: opts.unknownKidIntervalMs })
+  const userinfo = createUserinfoClient({ issuer, timeoutMs: opts.upstreamTimeoutMs })
+  app.addHook('onClose', async () => { await userinfo.close() })
+  const resolve = createLocalUserResolver(app.usersRepository)
+
+  await app.register(fastifyJwt, {
+    // Verify-only: the key is looked up per token, always at the configured issuer (never iss/jku/x5u).
+    secret: { public: async (_request: FastifyRequest, token: { header: { alg?: unknown, kid?: unknown } }) => resolveKey(token.header) },
+    decode: { complete: true },
+    verify: {
+      algorithms: ['RS256'],
+      allowedAud: opts.audience,
+      // CONTRACT 2: one trailing slash on either side is ignored.
+      allowedIss: [issuer, `${issuer}/`],
+      requiredClaims: ['sub', 'iss', 'aud', 'exp'],
+      clockTolerance: CLOCK_TOLERANCE_MS,
+      // Verified tokens are cached by fast-jwt until their own exp (plus the tolerance), never longer.
+      cache: 10_000,
+      extractToken: (request: FastifyRequest) => bearerToken(request)
+    },
+    formatUser
+  } as Parameters<typeof fastifyJwt>[1])
+
+  async function verifyJwt (request: FastifyRequest): Promise<void> {
+    if (opts.testAuth === true) {
+      request.user = testUser(request.headers['x-test-user'])
+      return
+    }
+    await request.jwtVerify()
+  }
+
+  function attachUser (request: FastifyRequest, reply: FastifyReply): void {
+    if (request.user === null) throw new UnauthorizedError()
+    reply.header('cache-control', 'no-store')
+  }
+
+  function handleAuthError (request: FastifyRequest, reply: FastifyReply, err: unknown): never {
+    request.user = null
+    request.log.info({ reason: (err as Error).message }, 'authentication failed')
+    // RFC 6750: name the scheme, and say invalid_token when a token was presented.
+    reply.header('www-authenticate', request.headers.authorization === undefined ? 'Bearer' : 'Bearer error="invalid_token"')
+    throw new UnauthorizedError()
+  }
+
+  app.decorate('authenticate', async function authenticate (request: FastifyRequest, reply: FastifyReply) {
+    try {
+      await verifyJwt(request)
+      attachUser(request, reply)
+    } catch (err) {
+      handleAuthError(request, reply, err)
+    }
+  })
+
+  app.decorate('resolveLocalUser', async function resolveLocalUser (request: FastifyRequest): Promise<LocalUser> {
+    const user = request.user
+    if (user === null) throw new UnauthorizedError()
+    const token = bearerToken(request)
+    const loadProfile = opts.testAuth === true || token === undefined
+      ? async (): Promise<UserinfoProfile> => ({ sub: user.sub, email: user.email ?? null, name: user.name ?? null, role: user.role })
+      : () => userinfo.fetch(token)
+    return resolve(user.sub, loadProfile)
+  })
+}, { name: 'auth', fastify: '5.x', dependencies: ['db'] })
+
+/** SPEC 5.7 stub: `x-test-user: {"sub":"alice","role":"Admin"}`. Anything unreadable is 401. */
+function testUser (header: string | string[] | undefined): AuthenticatedUser {
+  if (typeof header !== 'string') throw new UnauthorizedError()
+  let claims: unknown
+  try {
+    claims = JSON.parse(header)
+  } catch {
+    throw new UnauthorizedError()
+  }
+  if (typeof claims !== 'object' || claims === null) throw new UnauthorizedError()
+  return formatUser(claims)
+}

@@ -1,0 +1,40 @@
+import { UpstreamError } from '../errors.js'
+import type { LocalUser, UsersRepository } from '../repositories/users.js'
+import { DEFAULT_ROLE, isRole } from './roles.js'
+import type { UserinfoProfile } from './userinfo.js'
+
+export type LoadProfile = () => Promise<UserinfoProfile>
+
+/**
+ * SPEC 5.5: the local user of a subject. Fast path: the row already exists. Slow path: the profile
+ * from the identity provider, upserted. Concurrent first requests of one subject share one promise,
+ * so they make one userinfo call and create one row.
+ */
+export function createLocalUserResolver (usersRepository: UsersRepository) {
+  const inFlight = new Map<string, Promise<LocalUser>>()
+
+  async function provision (sub: string, loadProfile: LoadProfile): Promise<LocalUser> {
+    const profile = await loadProfile()
+    // CONTRACT 10: a userinfo answer about someone else is a failure, and nothing is written.
+    if (profile.sub !== sub) throw new UpstreamError('Failed to reach identity provider')
+    return usersRepository.upsert({
+      subjectId: sub,
+      email: profile.email,
+      name: profile.name,
+      role: isRole(profile.role) ? profile.role : DEFAULT_ROLE
+    })
+  }
+
+  return async function resolveLocalUser (sub: string, loadProfile: LoadProfile): Promise<LocalUser> {
+    const existing = await usersRepository.findBySubject(sub)
+    if (existing !== null) return existing
+    let pending = inFlight.get(sub)
+    if (pending === undefined) {
+      pending = provision(sub, loadProfile).finally(() => inFlight.delete(sub))
+      inFlight.set(sub, pending)
+    }
+    return pending
+  }
+}
+
+export type LocalUserResolver = ReturnType<typeof createLocalUserResolver>
