@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { hasRoleAtLeast } from '../../src/auth/roles.js'
-import { ForbiddenError, NotFoundError } from '../../src/errors.js'
+import { ForbiddenError, MissingQueryError, NotFoundError } from '../../src/errors.js'
 import { PaginationSchema, pageSchema, readPage } from '../../src/lib/pagination.js'
 import { MESSAGE_SORT_FIELDS } from '../../src/repositories/messages.js'
 import { bearerAuth, ErrorRef, IdParams, Ref } from '../../src/schemas/common.js'
-import { CreateMessageBody, MessageListQuery, MessageSchema } from '../../src/schemas/messages.js'
+import { CreateMessageBody, MessageListQuery, MessageSchema, MessageSearchQuery } from '../../src/schemas/messages.js'
 
 const messages: FastifyPluginAsyncTypebox = async function (app) {
   const { messagesRepository } = app
@@ -21,6 +21,20 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
   }, async function (request) {
     const query = request.query
     return readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.list(query, page))
+  })
+
+  app.get('/search', {
+    schema: {
+      tags: ['messages'],
+      summary: 'Search messages by text in content or subject (public, paginated like the list)',
+      querystring: MessageSearchQuery,
+      response: { 200: pageSchema(MessageRef, Ref(PaginationSchema)), 400: ErrorRef, 500: ErrorRef }
+    }
+  }, async function (request) {
+    const query = request.query
+    const term = query.q
+    if (term === undefined || term.trim() === '') throw new MissingQueryError('q')
+    return readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page))
   })
 
   app.get('/:id', {

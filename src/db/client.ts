@@ -74,7 +74,7 @@ function createPostgres (url: string, options: DbOptions): DbHandle {
 
 async function createPglite (dataDir: string | undefined): Promise<DbHandle> {
   if (dataDir !== undefined) await mkdir(dataDir, { recursive: true })
-  const client = new PGlite(dataDir, { extensions: { pg_trgm: pgTrgm } })
+  const client = await PGlite.create({ dataDir, extensions: { pg_trgm: pgTrgm } })
   const db = drizzlePglite(client, { schema })
   return {
     db,

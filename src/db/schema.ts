@@ -38,7 +38,10 @@ export const messages = pgTable('messages', {
   index('messages_created_at_id_idx').on(t.createdAt, t.id),
   index('messages_priority_id_idx').on(t.priority, t.id),
   index('messages_subject_id_idx').on(t.subject, t.id),
-  index('messages_author_id_id_idx').on(t.authorId, t.id)
+  index('messages_author_id_id_idx').on(t.authorId, t.id),
+  // Search (CONTRACT 6): ILIKE on content and subject is served by trigram indexes.
+  index('messages_content_trgm_idx').using('gin', t.content.op('gin_trgm_ops')),
+  index('messages_subject_trgm_idx').using('gin', t.subject.op('gin_trgm_ops'))
 ])
 
 export const movies = pgTable('movies', {

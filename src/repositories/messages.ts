@@ -1,4 +1,4 @@
-import { and, eq, type SQL } from 'drizzle-orm'
+import { and, eq, ilike, or, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { messages, users, type PRIORITY_VALUES } from '../db/schema.js'
 import { orderBy, type PageRequest } from '../lib/pagination.js'
@@ -66,6 +66,11 @@ function filtersToWhere (filters: MessageFilters): SQL | undefined {
   )
 }
 
+// CONTRACT 10: %, _ and \ in a search term match themselves, not as LIKE wildcards.
+export function likePattern (term: string): string {
+  return `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+}
+
 export function createMessagesRepository (db: Database) {
   async function findPage (where: SQL | undefined, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
     const [rows, total] = await Promise.all([
@@ -81,6 +86,12 @@ export function createMessagesRepository (db: Database) {
   return {
     list (filters: MessageFilters, page: PageRequest<MessageSort>) {
       return findPage(filtersToWhere(filters), page)
+    },
+
+    /** Case-insensitive substring match on content and subject, then the same filters as list. */
+    search (term: string, filters: MessageFilters, page: PageRequest<MessageSort>) {
+      const pattern = likePattern(term)
+      return findPage(and(or(ilike(messages.content, pattern), ilike(messages.subject, pattern)), filtersToWhere(filters)), page)
     },
 
     async findById (id: number): Promise<Message | null> {

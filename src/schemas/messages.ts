@@ -32,3 +32,9 @@ export const MessageListQuery = collectionQuery(MESSAGE_SORT_FIELDS, {
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only messages with exactly this subject' }))
 })
 export type MessageListQuery = Static<typeof MessageListQuery>
+
+export const MessageSearchQuery = collectionQuery(MESSAGE_SORT_FIELDS, {
+  q: Type.Optional(Type.String({ maxLength: 200, description: 'Text to find in content or subject (case-insensitive; % and _ match themselves)', examples: ['deploy'] })),
+  ...MessageListQuery.properties
+})
+export type MessageSearchQuery = Static<typeof MessageSearchQuery>
