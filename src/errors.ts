@@ -19,7 +19,8 @@ export const UpstreamError = createError('API_UPSTREAM', '%s', 502)
 export const DatabaseUnavailableError = createError('API_DATABASE_UNAVAILABLE', 'Database unavailable', 503)
 
 /** An upstream answered with a non-success status that the API mirrors (SPEC 4.8). */
-export const UpstreamStatusError = createError('API_UPSTREAM_STATUS', '%s', 502)
+// Its statusCode is set per instance to the upstream's status, hence the widened type.
+export const UpstreamStatusError = createError<'API_UPSTREAM_STATUS', number>('API_UPSTREAM_STATUS', '%s', 502)
 
 export function isPublicError (err: { code?: unknown }): boolean {
   return typeof err.code === 'string' && err.code.startsWith('API_')

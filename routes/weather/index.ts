@@ -1,0 +1,102 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
+import { MissingQueryError, NotConfiguredError } from '../../src/errors.js'
+import { createWeatherClient, type WeatherClient } from '../../src/lib/weather-client.js'
+import { bearerAuth, ErrorRef } from '../../src/schemas/common.js'
+
+export interface WeatherRoutesOptions {
+  /** WEATHER_API_KEY; unset or blank makes every route of the router answer 500. */
+  apiKey?: string | undefined
+  /** WEATHER_API_URL. */
+  url: string
+  /** Upstream budget; 5 s unless a test needs it shorter. */
+  timeoutMs?: number | undefined
+}
+
+const CITY = { maxLength: 200, description: 'City name, optionally with a country code', examples: ['London,GB'] }
+
+const WeatherQuery = Type.Object({ city: Type.Optional(Type.String(CITY)) })
+const WeatherParams = Type.Object({ city: Type.String(CITY) })
+
+// The upstream JSON is passed through untouched, so no property is declared (the serializer
+// would otherwise drop or coerce members).
+const WeatherSchema = Type.Object({}, {
+  additionalProperties: true,
+  description: 'The weather upstream\'s JSON, unchanged',
+  examples: [{
+    coord: { lon: -0.1257, lat: 51.5085 },
+    weather: [{ id: 803, main: 'Clouds', description: 'broken clouds', icon: '04d' }],
+    main: { temp: 14.2, feels_like: 13.6, temp_min: 12.9, temp_max: 15.3, pressure: 1012, humidity: 72 },
+    wind: { speed: 4.1, deg: 240 },
+    dt: 1767268800,
+    sys: { country: 'GB', sunrise: 1767254400, sunset: 1767283200 },
+    timezone: 0,
+    id: 2643743,
+    name: 'London',
+    cod: 200
+  }]
+})
+
+// 3xx/4xx/5xx other than the named ones are upstream statuses mirrored with { error } (SPEC 4.8).
+const responses = {
+  200: WeatherSchema,
+  '3xx': ErrorRef,
+  400: ErrorRef,
+  401: ErrorRef,
+  '4xx': ErrorRef,
+  500: ErrorRef,
+  502: ErrorRef,
+  '5xx': ErrorRef
+}
+
+// SPEC 4.8 / CONTRACT 6: the weather proxy. Config arrives as options; nothing here reads process.env.
+const weather: FastifyPluginAsyncTypebox<WeatherRoutesOptions> = async function (app, opts) {
+  const apiKey = opts.apiKey?.trim() === '' ? undefined : opts.apiKey
+  const client = apiKey === undefined ? undefined : createWeatherClient({ url: opts.url, apiKey, timeoutMs: opts.timeoutMs })
+  if (client !== undefined) app.addHook('onClose', async () => await client.close())
+
+  function configuredClient (): WeatherClient {
+    if (client === undefined) throw new NotConfiguredError('WEATHER_API_KEY')
+    return client
+  }
+
+  // Plugin-level hooks run before route-level ones, so an unset key answers 500 before
+  // authentication is even attempted (CONTRACT 6).
+  app.addHook('onRequest', async function () {
+    configuredClient()
+  })
+
+  async function lookup (city: string | undefined): Promise<Record<string, unknown>> {
+    if (city === undefined || city.trim() === '') throw new MissingQueryError('city')
+    const { body } = await configuredClient().current(city)
+    return body
+  }
+
+  app.get('/', {
+    onRequest: app.authenticate,
+    schema: {
+      tags: ['weather'],
+      summary: 'Current weather for a city given in the query',
+      security: bearerAuth,
+      querystring: WeatherQuery,
+      response: responses
+    }
+  }, async function (request) {
+    return await lookup(request.query.city)
+  })
+
+  app.get('/:city', {
+    onRequest: app.authenticate,
+    schema: {
+      tags: ['weather'],
+      summary: 'Current weather for a city given in the path',
+      security: bearerAuth,
+      params: WeatherParams,
+      response: responses
+    }
+  }, async function (request) {
+    return await lookup(request.params.city)
+  })
+}
+
+export default weather
