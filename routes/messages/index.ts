@@ -61,7 +61,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     const author = await app.resolveLocalUser(request)
-    const message = await messagesRepository.create({ ...request.body, authorId: author.id })
+    const message = await messagesRepository.create({ ...request.body, author })
     return reply.code(201).header('location', `/v2/messages/${message.id}`).send(message)
   })
 

@@ -57,6 +57,13 @@ export const movies = pgTable('movies', {
   index('movies_genre_id_idx').on(t.genre, t.id)
 ])
 
+// Exact row counts kept by triggers (drizzle/0005), so an unfiltered list reads its total in O(1)
+// instead of counting the whole table on every request.
+export const rowCounts = pgTable('row_counts', {
+  tableName: text('table_name').primaryKey(),
+  rowCount: bigint('row_count', { mode: 'number' }).notNull()
+})
+
 export type UserRow = typeof users.$inferSelect
 export type MessageRow = typeof messages.$inferSelect
 export type MovieRow = typeof movies.$inferSelect

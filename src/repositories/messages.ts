@@ -1,6 +1,6 @@
 import { and, eq, ilike, or, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
-import { messages, users, type PRIORITY_VALUES } from '../db/schema.js'
+import { messages, rowCounts, users, type PRIORITY_VALUES } from '../db/schema.js'
 import { orderBy, type PageRequest } from '../lib/pagination.js'
 
 export type Priority = typeof PRIORITY_VALUES[number]
@@ -24,7 +24,7 @@ export interface NewMessage {
   content: string
   subject?: string | null
   priority?: Priority
-  authorId: number
+  author: { id: number, name: string | null }
 }
 
 export const MESSAGE_SORT_FIELDS = ['id', 'createdAt', 'priority', 'subject'] as const
@@ -72,13 +72,25 @@ export function likePattern (term: string): string {
 }
 
 export function createMessagesRepository (db: Database) {
+  // The trigger-maintained count makes the unfiltered total O(1); filtered totals count the matches.
+  async function countMessages (where: SQL | undefined): Promise<number> {
+    if (where !== undefined) return db.$count(messages, where)
+    const [row] = await db.select({ n: rowCounts.rowCount }).from(rowCounts).where(eq(rowCounts.tableName, 'messages'))
+    return row?.n ?? db.$count(messages)
+  }
+
   async function findPage (where: SQL | undefined, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
+    const order = orderBy(SORT_COLUMNS[page.sort], page.order, messages.id)
+    // Deferred join: the page's ids come from the index alone, so a deep OFFSET skips index entries
+    // rather than joined rows; only the rows on the page are joined to their authors.
+    const ids = db.select({ id: messages.id }).from(messages).where(where)
+      .orderBy(...order).limit(page.limit).offset(page.offset).as('page_ids')
     const [rows, total] = await Promise.all([
-      db.select(columns).from(messages).innerJoin(users, eq(users.id, messages.authorId))
-        .where(where)
-        .orderBy(...orderBy(SORT_COLUMNS[page.sort], page.order, messages.id))
-        .limit(page.limit).offset(page.offset),
-      db.$count(messages, where)
+      db.select(columns).from(ids)
+        .innerJoin(messages, eq(messages.id, ids.id))
+        .innerJoin(users, eq(users.id, messages.authorId))
+        .orderBy(...order),
+      countMessages(where)
     ])
     return { rows: rows.map(toMessage), total }
   }
@@ -100,17 +112,16 @@ export function createMessagesRepository (db: Database) {
       return row === undefined ? null : toMessage(row)
     },
 
+    /** Inserts and returns the message; the author is passed in, so no second read is needed. */
     async create (input: NewMessage): Promise<Message> {
-      // One statement: insert and read the author's name back together.
       const [row] = await db.insert(messages).values({
         content: input.content,
         subject: input.subject ?? null,
         priority: input.priority ?? 'normal',
-        authorId: input.authorId
-      }).returning({ id: messages.id })
-      const message = row === undefined ? null : await this.findById(row.id)
-      if (message === null) throw new Error('inserted message not found')
-      return message
+        authorId: input.author.id
+      }).returning()
+      if (row === undefined) throw new Error('insert returned no row')
+      return toMessage({ ...row, authorName: input.author.name })
     },
 
     /** Deletes and reports whether a row was there. */
