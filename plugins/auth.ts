@@ -46,6 +46,7 @@ export interface AuthPluginOptions {
 const CLOCK_TOLERANCE_MS = 5000
 // CONTRACT 10: "Bearer", one space, the token; the scheme is case-insensitive.
 const BEARER = /^Bearer ([^\s]+)$/i
+const PRESENTED_BEARER = /^Bearer\s+\S/i
 
 const optionalString = (value: unknown): string | undefined => typeof value === 'string' ? value : undefined
 
@@ -106,8 +107,9 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
   function handleAuthError (request: FastifyRequest, reply: FastifyReply, err: unknown): never {
     request.user = null
     request.log.info({ reason: (err as Error).message }, 'authentication failed')
-    // RFC 6750: name the scheme, and say invalid_token when a token was presented.
-    reply.header('www-authenticate', request.headers.authorization === undefined ? 'Bearer' : 'Bearer error="invalid_token"')
+    // RFC 6750 3.1: name the scheme; add invalid_token only when a bearer token was presented
+    // (no header, another scheme or an empty Bearer carry no error code).
+    reply.header('www-authenticate', PRESENTED_BEARER.test(request.headers.authorization ?? '') ? 'Bearer error="invalid_token"' : 'Bearer')
     throw new UnauthorizedError()
   }
 

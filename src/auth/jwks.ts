@@ -64,6 +64,12 @@ export function createKeyResolver (options: KeyResolverOptions): KeyResolver {
     return true
   }
 
+  // A fetch that found its key was a first sight or a rotation, not a miss: it hands the window back,
+  // so a legitimate second kid is not refused for 30 s. Misses and failures keep the window.
+  function releaseUnknownFetch (): void {
+    lastUnknownFetch = Number.NEGATIVE_INFINITY
+  }
+
   // CONTRACT 10: a token without kid is accepted only when the key set holds exactly one RS256 key.
   async function keyWithoutKid (): Promise<string> {
     if (singleKey !== undefined && singleKey.expires > Date.now()) return singleKey.pem
@@ -83,6 +89,7 @@ export function createKeyResolver (options: KeyResolverOptions): KeyResolver {
     if (keys.length !== 1 || keys[0] === undefined) throw new KeyLookupError('token has no kid and the key set has several keys')
     const pem = toPem(keys[0])
     singleKey = { pem, expires: Date.now() + (options.ttlMs ?? 10 * 60_000) }
+    releaseUnknownFetch()
     return pem
   }
 
@@ -92,14 +99,31 @@ export function createKeyResolver (options: KeyResolverOptions): KeyResolver {
     if (header.kid === undefined) return keyWithoutKid()
     if (typeof header.kid !== 'string' || header.kid.length === 0 || header.kid.length > 256) throw new KeyLookupError('invalid kid')
     const kid = header.kid
+    let fetching = false
     if (!knownKids.has(kid)) {
       const cached = getJwks.cache.get(getJwks.generateCacheKey('RS256', kid, `${domain}/`))
-      if (cached === undefined && !mayFetchForUnknown()) throw new KeyLookupError('unknown kid, refetch throttled')
+      if (cached === undefined) {
+        if (!mayFetchForUnknown()) throw new KeyLookupError('unknown kid, refetch throttled')
+        fetching = true
+      }
     }
-    const jwk = await getJwks.getJwk({ domain, alg: 'RS256', kid })
+    let jwk
+    try {
+      jwk = await getJwks.getJwk({ domain, alg: 'RS256', kid })
+    } catch (err) {
+      // A kid that no longer resolves goes back under the unknown-kid limit.
+      knownKids.delete(kid)
+      throw err
+    }
     if (!isRsaSigningKey(jwk)) throw new KeyLookupError('key is not an RS256 signing key')
     if (knownKids.size > 1000) knownKids.clear()
     knownKids.add(kid)
-    return toPem(jwk)
+    const pem = toPem(jwk)
+    if (fetching) {
+      releaseUnknownFetch()
+      // The key set holds another key than the one trusted for kid-less tokens: no longer exactly one (CONTRACT 10).
+      if (singleKey !== undefined && singleKey.pem !== pem) singleKey = undefined
+    }
+    return pem
   }
 }

@@ -3,6 +3,8 @@ import type { LocalUser, UsersRepository } from '../repositories/users.js'
 import { DEFAULT_ROLE, isRole } from './roles.js'
 import type { UserinfoProfile } from './userinfo.js'
 
+const SETTLED_GRACE_MS = 2000
+
 export type LoadProfile = () => Promise<UserinfoProfile>
 
 /**
@@ -30,8 +32,12 @@ export function createLocalUserResolver (usersRepository: UsersRepository) {
     if (existing !== null) return existing
     let pending = inFlight.get(sub)
     if (pending === undefined) {
-      pending = provision(sub, loadProfile).finally(() => inFlight.delete(sub))
+      pending = provision(sub, loadProfile)
       inFlight.set(sub, pending)
+      // Kept a moment after it settles: a lookup that started before the row was written and
+      // found nothing then joins this result instead of calling userinfo a second time.
+      const forget = () => { setTimeout(() => inFlight.delete(sub), SETTLED_GRACE_MS).unref() }
+      pending.then(forget, () => inFlight.delete(sub))
     }
     return pending
   }
