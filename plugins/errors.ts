@@ -37,6 +37,8 @@ function toResponse (error: FastifyError, development: boolean): { status: numbe
   if (mapped !== undefined) return toResponse(mapped(), development)
 
   const status = error.statusCode ?? 500
+  // A public 3xx is an upstream redirect mirrored, never followed (CONTRACT 10).
+  if (status >= 300 && status < 400 && isPublicError(error)) return { status, body: { error: error.message } }
   if (status >= 500 || status < 400) {
     const body = { error: isPublicError(error) ? error.message : 'Internal server error' }
     const code = status >= 500 ? status : 500
@@ -47,14 +49,19 @@ function toResponse (error: FastifyError, development: boolean): { status: numbe
   return { status, body: { error: STATUS_CODES[status] ?? 'Bad request' } }
 }
 
-export default fp<ErrorsPluginOptions>(async function errors (app, opts) {
-  app.setErrorHandler(function (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
-    const { status, body } = toResponse(error, opts.development)
+/** The one error handler; also used for the errors Fastify raises before routing (frameworkErrors). */
+export function createErrorHandler (development: boolean) {
+  return function errorHandler (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+    const { status, body } = toResponse(error, development)
     // Logged in full server-side always; only the mapped body leaves the process.
     if (status >= 500) request.log.error({ err: error }, 'request failed')
     else request.log.info({ err: { code: error.code, message: error.message }, statusCode: status }, 'request rejected')
     return reply.code(status).send(body)
-  })
+  }
+}
+
+export default fp<ErrorsPluginOptions>(async function errors (app, opts) {
+  app.setErrorHandler(createErrorHandler(opts.development))
 
   app.setNotFoundHandler(function () {
     throw new RouteNotFoundError()

@@ -6,7 +6,12 @@ const health: FastifyPluginAsyncTypebox = async function (app) {
   const { pingDatabase } = app
 
   app.get('/health', {
-    schema: { tags: ['health'], summary: 'Liveness: the process is up', response: { 200: HealthSchema } }
+    schema: {
+      tags: ['health'],
+      summary: 'Liveness: the process is up',
+      description: 'Never touches the database; `/health/ready` is the readiness check.',
+      response: { 200: HealthSchema }
+    }
   }, async function () {
     return { ok: true as const }
   })
@@ -15,6 +20,7 @@ const health: FastifyPluginAsyncTypebox = async function (app) {
     schema: {
       tags: ['health'],
       summary: 'Readiness: the database answers',
+      description: '503 `Database unavailable` while the database does not answer.',
       response: { 200: HealthSchema, 503: ErrorRef }
     }
   }, async function (request) {

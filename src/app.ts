@@ -2,13 +2,21 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import authPlugin from '../plugins/auth.js'
 import dbPlugin from '../plugins/db.js'
-import errorsPlugin from '../plugins/errors.js'
+import errorsPlugin, { createErrorHandler } from '../plugins/errors.js'
+import securityPlugin from '../plugins/security.js'
+import swaggerPlugin from '../plugins/swagger.js'
+import rateLimitPlugin from '../plugins/rate-limit.js'
+import rolesPlugin from '../plugins/roles.js'
 import validationPlugin from '../plugins/validation.js'
 import healthRoutes from '../routes/health.js'
+import helloRoutes from '../routes/hello/index.js'
 import inputRoutes from '../routes/input/index.js'
 import messagesRoutes from '../routes/messages/index.js'
 import moviesRoutes from '../routes/movies/index.js'
+import usersRoutes from '../routes/users/index.js'
+import weatherRoutes from '../routes/weather/index.js'
 import type { AppConfig } from './config.js'
 import { PaginationSchema } from './lib/pagination.js'
 import { ErrorSchema } from './schemas/common.js'
@@ -21,6 +29,11 @@ export interface BuildOptions {
   logger?: FastifyServerOptions['logger']
   /** Where the embedded database lives when config.databaseUrl is unset. */
   dataDir?: string
+  /**
+   * Replace token verification by the x-test-user header stub of SPEC 5.7. Only code can set
+   * this; nothing in the environment turns it on.
+   */
+  testAuth?: boolean
 }
 
 export type App = FastifyInstance
@@ -53,12 +66,20 @@ export function loggerOptions (config: AppConfig): FastifyServerOptions['logger'
 }
 
 export async function buildApp (config: AppConfig, options: BuildOptions = {}): Promise<App> {
+  const errorHandler = createErrorHandler(config.development)
   const app = Fastify({
     logger: options.logger ?? loggerOptions(config),
     genReqId: requestId,
     bodyLimit: BODY_LIMIT,
     allowErrorHandlerOverride: false,
-    routerOptions: { querystringParser: parseQuery }
+    // A first start initialises the embedded database and applies migrations, which can take a while.
+    pluginTimeout: 120_000,
+    routerOptions: { querystringParser: parseQuery },
+    // A bad URL or an over-long path parameter is rejected before routing; same error shape.
+    frameworkErrors: function (error, request, reply) {
+      reply.header('x-request-id', request.id)
+      return errorHandler(error, request, reply)
+    }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.addHook('onRequest', async function (request, reply) {
@@ -75,14 +96,22 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.databaseStatementTimeoutMs
   })
+  await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true })
+  await app.register(rolesPlugin)
+  await app.register(rateLimitPlugin, { max: config.rateLimitMax, redisUrl: config.redisUrl })
 
   for (const schema of [ErrorSchema, PaginationSchema, MessageSchema, MovieSchema, UserSchema]) app.addSchema(schema)
+  await app.register(securityPlugin)
+  await app.register(swaggerPlugin, { title: 'Messages API', version: '1.0.0' })
 
   await app.register(healthRoutes)
   await app.register(async function v2 (api) {
     await api.register(messagesRoutes, { prefix: '/messages' })
+    await api.register(usersRoutes, { prefix: '/users' })
+    await api.register(helloRoutes, { prefix: '/hello' })
     await api.register(moviesRoutes, { prefix: '/movies' })
     await api.register(inputRoutes, { prefix: '/input' })
+    await api.register(weatherRoutes, { prefix: '/weather', apiKey: config.weatherApiKey, url: config.weatherApiUrl })
   }, { prefix: '/v2' })
 
   return app

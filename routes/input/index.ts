@@ -9,6 +9,7 @@ const input: FastifyPluginAsyncTypebox = async function (app) {
     schema: {
       tags: ['input'],
       summary: 'Validate a user body (name and email, both required strings)',
+      description: 'Stores nothing. Every failing field is reported at once in `details`.',
       body: InputUserBody,
       response: { 201: InputUserSchema, 400: ErrorRef }
     }
@@ -21,6 +22,7 @@ const input: FastifyPluginAsyncTypebox = async function (app) {
     schema: {
       tags: ['input'],
       summary: 'Validate a path id (a positive integer)',
+      description: 'Valid when the id is an integer greater than zero; 0, negative numbers, decimals and non-numbers are 400.',
       params: IdParams,
       response: { 200: Type.Object({ id: Type.Integer() }), 400: ErrorRef }
     }

@@ -11,6 +11,7 @@ const movies: FastifyPluginAsyncTypebox = async function (app) {
     schema: {
       tags: ['movies'],
       summary: 'List movies (the reference collection: paginated, filtered, sorted)',
+      description: 'Filters combine freely; a filter with an invalid value is 400. Invalid pagination parameters fall back to their defaults.',
       querystring: MovieListQuery,
       response: { 200: pageSchema(Ref(MovieSchema), Ref(PaginationSchema)), 400: ErrorRef, 500: ErrorRef }
     }

@@ -45,16 +45,17 @@ export const PaginationSchema = Type.Object({
   limit: Type.Integer({ description: 'Effective page size' }),
   total: Type.Integer({ description: 'Items matching the filters' }),
   totalPages: Type.Integer({ description: 'ceil(total / limit); 0 when total is 0' })
-}, { $id: 'Pagination', title: 'Pagination' })
+}, { $id: 'Pagination', title: 'Pagination', examples: [{ page: 1, limit: 25, total: 120, totalPages: 5 }] })
 
 /** The 200 body of a collection: only `data` and `pagination` at the top level (CONTRACT 7). */
 export function pageSchema<T extends TSchema> (item: T, pagination: TSchema) {
   return Type.Object({ data: Type.Array(item), pagination })
 }
 
-// CONTRACT 10: Number(), truncated toward zero; not finite falls back to the default.
+// CONTRACT 10: Number(), truncated toward zero; not finite falls back to the default. An empty
+// value is missing, not 0 (Number('') is 0): SPEC 4.9 gives `limit=` the default 25, not 1.
 function toInteger (value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback
+  if (value === undefined || value.trim() === '') return fallback
   const n = Math.trunc(Number(value))
   return Number.isFinite(n) ? n : fallback
 }

@@ -4,13 +4,11 @@ import { collectionQuery } from '../lib/pagination.js'
 import { USER_SORT_FIELDS } from '../repositories/users.js'
 import { StringEnum, Timestamp } from './common.js'
 
-const NullableString = Type.Union([Type.String(), Type.Null()])
-
 export const UserSchema = Type.Object({
   id: Type.Integer({ examples: [7] }),
   subjectId: Type.String({ examples: ['alice'] }),
-  email: NullableString,
-  name: NullableString,
+  email: Type.Union([Type.String(), Type.Null()], { examples: ['alice@example.com'] }),
+  name: Type.Union([Type.String(), Type.Null()], { examples: ['Alice'] }),
   role: Type.String({ examples: ['User'] }),
   createdAt: Timestamp,
   updatedAt: Timestamp
