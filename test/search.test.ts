@@ -1,0 +1,172 @@
+import { sql } from 'drizzle-orm'
+import t from 'tap'
+import type { App } from '../src/app.js'
+import { likePattern, type Message } from '../src/repositories/messages.js'
+import { build } from './helpers/build.js'
+import { createAuthor, createMessages, queryRows } from './helpers/fixtures.js'
+
+const MISSING_Q = { status: 400, body: { error: 'Missing required query parameter: q' } }
+
+interface Reply { status: number, body: any }
+
+async function get (app: App, url: string): Promise<Reply> {
+  const res = await app.inject({ method: 'GET', url })
+  return { status: res.statusCode, body: res.json() }
+}
+
+const pageBody = (data: Message[], page: number, limit: number, total: number) =>
+  ({ data, pagination: { page, limit, total, totalPages: Math.ceil(total / limit) } })
+
+const search = (q: string, rest = ''): string => `/v2/messages/search?q=${encodeURIComponent(q)}${rest === '' ? '' : `&${rest}`}`
+
+t.test('GET /v2/messages/search', async (t) => {
+  const app = await build(t, { testAuth: true })
+  const alice = await createAuthor(app, 'alice', { name: 'Alice' })
+  const bob = await createAuthor(app, 'bob', { name: 'Bob' })
+
+  // Created through the API, so the search reads what POST wrote.
+  async function create (content: string, extra: { subject?: string, priority?: string } = {}, sub = 'alice'): Promise<Message> {
+    const res = await app.inject({ method: 'POST', url: '/v2/messages', headers: { 'x-test-user': JSON.stringify({ sub, role: 'User' }) }, payload: { content, ...extra } })
+    t.equal(res.statusCode, 201, `created ${JSON.stringify(content)}`)
+    return res.json()
+  }
+
+  const percent = await create('100% done')
+  const percentWord = await create('100 percent done')
+  const underscore = await create('snake_case names')
+  const notUnderscore = await create('snakeXcase names')
+  const backslash = await create('path C:\\temp\\dir')
+  const noBackslash = await create('path C:tempdir')
+  const upper = await create('DEPLOY FINISHED', { priority: 'high' })
+  const mixed = await create('the Deploy went fine', { subject: 'Ops', priority: 'low' })
+  const bySubject = await create('nothing to see', { subject: 'Deploy report', priority: 'high' }, 'bob')
+  const subjectOnly = await create('plain body', { subject: 'Quarterly NUMBERS' })
+  const plain = await create('unrelated text')
+
+  t.test('matching', async (t) => {
+    const cases: Array<[string, string, Message[]]> = [
+      ['case-insensitive on content', 'deploy', [upper, mixed, bySubject]],
+      ['case-insensitive, upper-case query', 'DEPLOY', [upper, mixed, bySubject]],
+      ['a substring in the middle of a word', 'ploy', [upper, mixed, bySubject]],
+      ['subject only', 'numbers', [subjectOnly]],
+      ['content and subject both', 'o', [percent, percentWord, upper, mixed, bySubject, subjectOnly]],
+      ["'%' matches itself only", '%', [percent]],
+      ["'100%' matches '100% done', not '100 percent done'", '100%', [percent]],
+      ["'100%done' (no space) matches nothing", '100%done', []],
+      ["'_' matches itself only", '_', [underscore]],
+      ["'snake_case' does not match 'snakeXcase'", 'snake_case', [underscore]],
+      ["'e_c' is not a wildcard", 'e_c', [underscore]],
+      ["'\\' matches itself only", '\\', [backslash]],
+      ["'C:\\temp' matches the backslash path only", 'C:\\temp', [backslash]],
+      ["'\\t' is a backslash and a t, not an escape", '\\t', [backslash]],
+      ["'%%' matches nothing", '%%', []],
+      ['surrounding spaces are part of the term', ' done', [percent, percentWord]],
+      ['no match: 200, empty data, total 0, totalPages 0', 'zzz-nothing', []],
+      ['a LIKE-injection attempt is literal', "' or 1=1 --", []]
+    ]
+    for (const [name, q, expected] of cases) {
+      t.same(await get(app, search(q)), { status: 200, body: pageBody(expected, 1, 25, expected.length) }, name)
+    }
+    t.same(await get(app, search('zzz-nothing')), { status: 200, body: { data: [], pagination: { page: 1, limit: 25, total: 0, totalPages: 0 } } },
+      'no match: totalPages is exactly 0')
+    t.same(await get(app, search('t')), { status: 200, body: pageBody([percentWord, backslash, noBackslash, mixed, bySubject, subjectOnly, plain], 1, 25, 7) }, 'a one-letter term')
+    t.same([notUnderscore.content, noBackslash.content], ['snakeXcase names', 'path C:tempdir'], 'sanity: the look-alikes exist')
+    t.same(likePattern('a%b_c\\d'), '%a\\%b\\_c\\\\d%', 'likePattern escapes %, _ and \\')
+  })
+
+  t.test('q is required', async (t) => {
+    const cases: Array<[string, string]> = [
+      ['q missing', '/v2/messages/search'],
+      ['q missing with other parameters', '/v2/messages/search?priority=high&limit=5'],
+      ["q=''", '/v2/messages/search?q='],
+      ["q='   '", '/v2/messages/search?q=%20%20%20'],
+      ['q of tabs and newlines', '/v2/messages/search?q=%09%0A'],
+      ['q only as a different case (Q=deploy)', '/v2/messages/search?Q=deploy'],
+      ['the first of two q values is empty', '/v2/messages/search?q=&q=deploy']
+    ]
+    for (const [name, url] of cases) t.same(await get(app, url), MISSING_Q, `${name}: 400`)
+  })
+
+  t.test('filters and sorting combine with q', async (t) => {
+    const cases: Array<[string, string, string, Message[]]> = [
+      ['q + priority', 'deploy', 'priority=high', [upper, bySubject]],
+      ['q + priority=low', 'deploy', 'priority=low', [mixed]],
+      ['q + priority with no match', 'deploy', 'priority=urgent', []],
+      ['q + authorId', 'deploy', `authorId=${bob.id}`, [bySubject]],
+      ['q + authorId of the other author', 'deploy', `authorId=${alice.id}`, [upper, mixed]],
+      ['q + subject (exact)', 'deploy', 'subject=Ops', [mixed]],
+      ['q + priority + authorId', 'deploy', `priority=high&authorId=${alice.id}`, [upper]],
+      ['q + order=desc', 'deploy', 'order=desc', [bySubject, mixed, upper]],
+      ['q + sort=priority (urgency order), ties by id', 'deploy', 'sort=priority', [mixed, upper, bySubject]],
+      ['q + sort=priority&order=desc, ties by id ascending', 'deploy', 'sort=priority&order=desc', [upper, bySubject, mixed]],
+      ['q + a sort outside the allowlist: id', 'deploy', 'sort=content&order=desc', [bySubject, mixed, upper]]
+    ]
+    for (const [name, q, rest, expected] of cases) {
+      t.same(await get(app, search(q, rest)), { status: 200, body: pageBody(expected, 1, 25, expected.length) }, name)
+    }
+    t.same(await get(app, search('deploy', 'priority=nope')), { status: 400, body: { error: 'Validation failed', details: ['priority must be one of low, normal, high, urgent'] } },
+      'an unknown priority: 400 like the list')
+    t.same(await get(app, search('deploy', 'authorId=abc')), { status: 400, body: { error: 'Validation failed', details: ['authorId must be a number'] } },
+      'a non-numeric authorId: 400 like the list')
+  })
+
+  t.test('pagination, exactly like /v2/messages', async (t) => {
+    const items = await createMessages(app, bob.id, 30, (i) => ({ content: `Paged item ${i}`, priority: i % 3 === 0 ? 'urgent' : 'normal' }))
+    await createMessages(app, bob.id, 3, (i) => ({ content: `other ${i}` }))
+    const urgent = items.filter((m) => m.priority === 'urgent')
+    const cases: Array<[string, string, Reply]> = [
+      ['defaults: page 1, limit 25', '', { status: 200, body: pageBody(items.slice(0, 25), 1, 25, 30) }],
+      ['page 2 of 25: the remaining 5', 'page=2', { status: 200, body: pageBody(items.slice(25), 2, 25, 30) }],
+      ['a page beyond the last: empty data, same total and totalPages', 'page=3', { status: 200, body: pageBody([], 3, 25, 30) }],
+      ['limit=1000 is clamped to 100', 'limit=1000', { status: 200, body: pageBody(items, 1, 100, 30) }],
+      ['limit=0 gives 1', 'limit=0', { status: 200, body: pageBody(items.slice(0, 1), 1, 1, 30) }],
+      ['limit=-1 gives 1', 'limit=-1', { status: 200, body: pageBody(items.slice(0, 1), 1, 1, 30) }],
+      ['limit=abc gives 25', 'limit=abc', { status: 200, body: pageBody(items.slice(0, 25), 1, 25, 30) }],
+      ['limit=2.5 gives 2', 'limit=2.5', { status: 200, body: pageBody(items.slice(0, 2), 1, 2, 30) }],
+      ['page=0 gives 1', 'page=0&limit=7', { status: 200, body: pageBody(items.slice(0, 7), 1, 7, 30) }],
+      ['page=abc gives 1', 'page=abc&limit=7', { status: 200, body: pageBody(items.slice(0, 7), 1, 7, 30) }],
+      ['page=2.5 gives 2', 'page=2.5&limit=7', { status: 200, body: pageBody(items.slice(7, 14), 2, 7, 30) }],
+      ['page=3&limit=7: offset 14', 'page=3&limit=7', { status: 200, body: pageBody(items.slice(14, 21), 3, 7, 30) }],
+      ['a huge page: empty, valid metadata', 'page=1e300', { status: 200, body: pageBody([], 1e300, 25, 30) }],
+      ['q + priority with paging: total counts the filtered matches', 'priority=urgent&limit=4&page=2', { status: 200, body: pageBody(urgent.slice(4, 8), 2, 4, 10) }],
+      ['q + priority, the last partial page', 'priority=urgent&limit=4&page=3', { status: 200, body: pageBody(urgent.slice(8), 3, 4, 10) }]
+    ]
+    for (const [name, rest, expected] of cases) t.same(await get(app, search('paged ITEM', rest)), expected, name)
+
+    // Walking every page: total and totalPages never change, and the pages concatenate to every match once.
+    const walked: Message[] = []
+    for (let page = 1; page <= 5; page++) {
+      const { status, body } = await get(app, search('paged item', `limit=7&page=${page}&order=desc`))
+      t.same({ status, body }, { status: 200, body: pageBody(items.slice().reverse().slice((page - 1) * 7, page * 7), page, 7, 30) }, `walk page ${page}: total 30, totalPages 5`)
+      walked.push(...body.data)
+    }
+    t.same(walked.map((m) => m.id), items.map((m) => m.id).reverse(), 'the pages concatenate to every match exactly once')
+
+    const list = await get(app, `/v2/messages?authorId=${bob.id}&limit=7&page=2&priority=urgent`)
+    const found = await get(app, search('paged item', `authorId=${bob.id}&limit=7&page=2&priority=urgent`))
+    t.same(found, { status: 200, body: pageBody(urgent.slice(7), 2, 7, 10) }, 'search page 2 of the urgent matches')
+    t.same(list.body.pagination, { page: 2, limit: 7, total: 10, totalPages: 2 }, 'the list with the same filters has the same pagination metadata')
+    t.same(Object.keys(found.body).sort(), ['data', 'pagination'], 'only data and pagination at the top level')
+  })
+
+  t.test('the trigram indexes that serve the search exist', async (t) => {
+    const rows = await queryRows<{ indexname: string, indexdef: string }>(app.db,
+      sql`select indexname, indexdef from pg_indexes where tablename = 'messages' and indexname like '%trgm%' order by indexname`)
+    t.same(rows, [
+      { indexname: 'messages_content_trgm_idx', indexdef: 'CREATE INDEX messages_content_trgm_idx ON public.messages USING gin (content gin_trgm_ops)' },
+      { indexname: 'messages_subject_trgm_idx', indexdef: 'CREATE INDEX messages_subject_trgm_idx ON public.messages USING gin (subject gin_trgm_ops)' }
+    ], 'GIN gin_trgm_ops indexes on content and subject')
+
+    // A transaction pins one connection (of the pool on PostgreSQL), so `set local` applies to the
+    // EXPLAIN that follows; with sequential scans priced out, the planner shows whether the index can serve it.
+    const plan = await app.db.transaction(async (tx) => {
+      await tx.execute(sql`set local enable_seqscan = off`)
+      const pattern = likePattern('deploy')
+      return await queryRows<{ 'QUERY PLAN': string }>(tx as unknown as App['db'],
+        sql`explain select id from messages where content ilike ${pattern} or subject ilike ${pattern}`)
+    })
+    const text = plan.map((row) => row['QUERY PLAN']).join('\n')
+    t.match(text, /Bitmap Index Scan on messages_content_trgm_idx/, 'EXPLAIN: the search predicate can use messages_content_trgm_idx')
+    t.match(text, /Bitmap Index Scan on messages_subject_trgm_idx/, 'EXPLAIN: and messages_subject_trgm_idx')
+  })
+})
