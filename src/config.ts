@@ -74,7 +74,13 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     const value = env[key]
     if (value !== undefined && value !== '') raw[key] = value
   }
-  const converted = Value.Convert(EnvSchema, Value.Default(EnvSchema, raw))
+  const converted = Value.Convert(EnvSchema, Value.Default(EnvSchema, { ...raw })) as Record<string, unknown>
+  // Value.Convert reads integers with parseInt ("80.5" → 80, "1e3" → 1). An integer variable must be
+  // written as one; otherwise the raw string stays and is reported like any invalid value (CONTRACT 2).
+  for (const [key, schema] of Object.entries(EnvSchema.properties)) {
+    const value = raw[key]
+    if (schema.type === 'integer' && value !== undefined && !/^\s*-?\d+\s*$/.test(value)) converted[key] = value
+  }
   const first = Value.Errors(EnvSchema, converted).First()
   if (first !== undefined) {
     const name = first.path.split('/')[1] ?? 'configuration'

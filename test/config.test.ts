@@ -1,0 +1,126 @@
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import t, { type Test } from 'tap'
+import { ConfigError, loadConfig } from '../src/config.js'
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+
+/** The ConfigError loadConfig throws for `env`, or a failure when it does not throw one. */
+function configError (t: Test, env: Record<string, string>): string {
+  try {
+    loadConfig(env)
+  } catch (err) {
+    t.ok(err instanceof ConfigError, 'a ConfigError')
+    const message = (err as Error).message
+    t.notOk(message.includes('\n'), 'one line')
+    return message
+  }
+  t.fail(`loadConfig(${JSON.stringify(env)}) did not throw`)
+  return ''
+}
+
+t.test('CONTRACT 2: the defaults', async (t) => {
+  t.same(loadConfig({}), {
+    port: 3001,
+    host: '0.0.0.0',
+    authIssuer: 'http://localhost:3002',
+    devIdp: true,
+    apiAudience: 'backend-3-messages',
+    databaseUrl: undefined,
+    databasePoolSize: 10,
+    databaseStatementTimeoutMs: 10000,
+    weatherApiKey: undefined,
+    weatherApiUrl: 'https://api.openweathermap.org/data/2.5/weather',
+    development: false,
+    production: false,
+    logLevel: 'info',
+    rateLimitMax: 6000,
+    redisUrl: undefined
+  }, 'an empty environment gives every default')
+  t.ok(Object.isFrozen(loadConfig({})), 'the config is frozen')
+  t.same(loadConfig({ PORT: '', AUTH_ISSUER: '', LOG_LEVEL: '' }), loadConfig({}), 'empty values count as unset')
+})
+
+t.test('values are converted and kept', async (t) => {
+  const config = loadConfig({
+    PORT: '8080',
+    HOST: '127.0.0.1',
+    AUTH_ISSUER: 'https://idp.example.com',
+    API_AUDIENCE: 'other-api',
+    DATABASE_URL: 'postgres://u@db:5432/app',
+    WEATHER_API_KEY: 'k',
+    NODE_ENV: 'development',
+    LOG_LEVEL: 'debug',
+    RATE_LIMIT_MAX: '0',
+    REDIS_URL: 'redis://cache:6379'
+  })
+  t.match(config, {
+    port: 8080,
+    host: '127.0.0.1',
+    authIssuer: 'https://idp.example.com',
+    devIdp: false,
+    apiAudience: 'other-api',
+    databaseUrl: 'postgres://u@db:5432/app',
+    weatherApiKey: 'k',
+    development: true,
+    production: false,
+    logLevel: 'debug',
+    rateLimitMax: 0,
+    redisUrl: 'redis://cache:6379'
+  }, 'every variable lands, converted to its type')
+  t.equal(loadConfig({ DATABASE_URL: 'memory://' }).databaseUrl, 'memory://', 'memory:// is accepted')
+  t.equal(loadConfig({ DATABASE_URL: 'postgresql://u@db/app' }).databaseUrl, 'postgresql://u@db/app', 'postgresql:// is accepted')
+})
+
+t.test('AUTH_ISSUER: a single trailing slash is stripped', async (t) => {
+  t.same(
+    [loadConfig({ AUTH_ISSUER: 'https://idp.example.com/' }).authIssuer, loadConfig({ AUTH_ISSUER: 'https://idp.example.com/' }).devIdp],
+    ['https://idp.example.com', false], 'https://idp.example.com/ → https://idp.example.com, not the dev provider')
+  t.equal(loadConfig({ AUTH_ISSUER: 'https://idp.example.com/tenant/' }).authIssuer, 'https://idp.example.com/tenant', 'with a path too')
+})
+
+t.test('invalid values: one line naming the variable', async (t) => {
+  const cases: Array<[string, Record<string, string>, string]> = [
+    ['PORT=abc', { PORT: 'abc' }, 'PORT'],
+    ['PORT=70000', { PORT: '70000' }, 'PORT'],
+    ['PORT=-1', { PORT: '-1' }, 'PORT'],
+    ['PORT=80.5', { PORT: '80.5' }, 'PORT'],
+    ['PORT=1e3 (never read as 1)', { PORT: '1e3' }, 'PORT'],
+    ['DATABASE_URL=mysql://x', { DATABASE_URL: 'mysql://x' }, 'DATABASE_URL'],
+    ['AUTH_ISSUER=not a url', { AUTH_ISSUER: 'not a url' }, 'AUTH_ISSUER'],
+    ['LOG_LEVEL=loud', { LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    ['RATE_LIMIT_MAX=many', { RATE_LIMIT_MAX: 'many' }, 'RATE_LIMIT_MAX'],
+    ['NODE_ENV=production without AUTH_ISSUER', { NODE_ENV: 'production' }, 'AUTH_ISSUER']
+  ]
+  for (const [name, env, variable] of cases) {
+    const message = configError(t, env)
+    t.match(message, new RegExp(`\\b${variable}\\b`), `${name}: the message names ${variable} (${message})`)
+  }
+
+  const production = loadConfig({ NODE_ENV: 'production', AUTH_ISSUER: 'https://idp.example.com/' })
+  t.same([production.production, production.devIdp, production.authIssuer], [true, false, 'https://idp.example.com'],
+    'NODE_ENV=production with AUTH_ISSUER set is fine, and never the dev provider')
+})
+
+t.test('the server exits 1 with one stderr line naming the variable', async (t) => {
+  // Only the child gets PORT=abc; this process's environment is never touched.
+  const env = { PATH: process.env.PATH ?? '', PORT: 'abc' }
+  const result = await new Promise<{ code: number | null, stdout: string, stderr: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
+    const timer = setTimeout(() => { child.kill('SIGKILL') }, 60_000)
+    child.on('error', reject)
+    child.on('close', (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
+  t.equal(result.code, 1, 'exit code 1')
+  const lines = result.stderr.split('\n').filter((line) => line !== '')
+  t.equal(lines.length, 1, `one stderr line (${JSON.stringify(result.stderr)})`)
+  t.match(lines[0], /\bPORT\b/, 'it names PORT')
+  t.equal(result.stdout, '', 'nothing on stdout: the server never started')
+})
