@@ -106,7 +106,8 @@ t.test('the server exits 1 with one stderr line naming the variable', async (t) 
   // Only the child gets PORT=abc; this process's environment is never touched.
   const env = { PATH: process.env.PATH ?? '', PORT: 'abc' }
   const result = await new Promise<{ code: number | null, stdout: string, stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    // The child loads TypeScript exactly as this test process does, so coverage from both merges cleanly.
+    const child = spawn(process.execPath, [...process.execArgv, 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })

@@ -9,7 +9,6 @@ import { buildDevIdp } from '../src/dev-idp/app.js'
 
 const SCRIPT = fileURLToPath(new URL('../scripts/token.ts', import.meta.url))
 // Absolute, because the child runs in a temporary directory where `tsx` would not resolve.
-const TSX = import.meta.resolve('tsx')
 const ISSUER = 'http://localhost:3002'
 const AUDIENCE = 'backend-3-messages'
 const TOKEN_LINE = /^[\w-]+\.[\w-]+\.[\w-]+\n$/
@@ -27,7 +26,8 @@ function childEnv (env: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 async function runCli (cwd: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  const child = spawn(process.execPath, ['--import', TSX, SCRIPT, ...args], { cwd, env: childEnv(env) })
+  // The child loads TypeScript exactly as this test process does, so coverage from both merges cleanly.
+  const child = spawn(process.execPath, [...process.execArgv, SCRIPT, ...args], { cwd, env: childEnv(env) })
   let stdout = ''
   let stderr = ''
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
