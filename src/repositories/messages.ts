@@ -2,6 +2,7 @@ import { and, eq, ilike, or, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { messages, rowCounts, users, type PRIORITY_VALUES } from '../db/schema.js'
 import { orderBy, type PageRequest } from '../lib/pagination.js'
+import { countRows } from './count.js'
 
 export type Priority = typeof PRIORITY_VALUES[number]
 
@@ -74,9 +75,9 @@ export function likePattern (term: string): string {
 export function createMessagesRepository (db: Database) {
   // The trigger-maintained count makes the unfiltered total O(1); filtered totals count the matches.
   async function countMessages (where: SQL | undefined): Promise<number> {
-    if (where !== undefined) return db.$count(messages, where)
-    const [row] = await db.select({ n: rowCounts.rowCount }).from(rowCounts).where(eq(rowCounts.tableName, 'messages'))
-    return row?.n ?? db.$count(messages)
+    if (where !== undefined) return countRows(db, messages, where, 'messages_count')
+    const [row] = await db.select({ n: rowCounts.rowCount }).from(rowCounts).where(eq(rowCounts.tableName, 'messages')).prepare('messages_total').execute()
+    return row?.n ?? countRows(db, messages, undefined, 'messages_count_all')
   }
 
   async function findPage (where: SQL | undefined, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
@@ -89,7 +90,7 @@ export function createMessagesRepository (db: Database) {
       db.select(columns).from(ids)
         .innerJoin(messages, eq(messages.id, ids.id))
         .innerJoin(users, eq(users.id, messages.authorId))
-        .orderBy(...order),
+        .orderBy(...order).prepare('messages_page').execute(),
       countMessages(where)
     ])
     return { rows: rows.map(toMessage), total }

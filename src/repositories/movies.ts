@@ -2,6 +2,7 @@ import { and, eq, gte, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { movies, type MovieRow } from '../db/schema.js'
 import { orderBy, type PageRequest } from '../lib/pagination.js'
+import { countRows } from './count.js'
 
 export type Movie = MovieRow
 
@@ -30,8 +31,8 @@ export function createMoviesRepository (db: Database) {
       const [rows, total] = await Promise.all([
         db.select().from(movies).where(where)
           .orderBy(...orderBy(movies[page.sort], page.order, movies.id))
-          .limit(page.limit).offset(page.offset),
-        db.$count(movies, where)
+          .limit(page.limit).offset(page.offset).prepare('movies_page').execute(),
+        countRows(db, movies, where, 'movies_count')
       ])
       return { rows, total }
     }

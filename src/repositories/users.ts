@@ -2,6 +2,7 @@ import { and, eq, sql, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
 import { orderBy, type PageRequest } from '../lib/pagination.js'
+import { countRows } from './count.js'
 
 export type Role = typeof ROLE_VALUES[number]
 
@@ -68,8 +69,8 @@ export function createUsersRepository (db: Database) {
       const [rows, total] = await Promise.all([
         db.select().from(users).where(where)
           .orderBy(...orderBy(users[page.sort], page.order, users.id))
-          .limit(page.limit).offset(page.offset),
-        db.$count(users, where)
+          .limit(page.limit).offset(page.offset).prepare('users_page').execute(),
+        countRows(db, users, where, 'users_count')
       ])
       return { rows: rows.map(toUser), total }
     }
