@@ -5,6 +5,7 @@ import t, { type Test } from 'tap'
 import type { App } from '../src/app.js'
 import { build } from './helpers/build.js'
 import { startRecorder, startTestIdp, type TestIdp } from './helpers/idp.js'
+import { bounded } from './helpers/bounded.js'
 
 // The real RS256 path end to end: the app verifies tokens against a loopback identity provider
 // (test/helpers/idp.ts) exactly as it would against the production one. No testAuth anywhere.
@@ -26,28 +27,16 @@ async function setup (t: Test): Promise<{ idp: TestIdp, app: App }> {
   return { idp, app: await appFor(t, idp) }
 }
 
-/** Rejects instead of hanging when the app does not answer in time. */
-async function bounded<T> (promise: Promise<T>, ms = BOUND_MS): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
-  })
-  try {
-    return await Promise.race([promise, timeout])
-  } finally {
-    clearTimeout(timer)
-  }
-}
 
 const headers = (authorization: string | undefined): Record<string, string> =>
   authorization === undefined ? {} : { authorization }
 
 async function hello (app: App, authorization?: string): Promise<LightMyRequestResponse> {
-  return await bounded(app.inject({ method: 'GET', url: '/v2/hello', headers: headers(authorization) }))
+  return await bounded(app.inject({ method: 'GET', url: '/v2/hello', headers: headers(authorization) }), BOUND_MS)
 }
 
 async function postMessage (app: App, authorization?: string, content = 'hi there'): Promise<LightMyRequestResponse> {
-  return await bounded(app.inject({ method: 'POST', url: '/v2/messages', headers: headers(authorization), payload: { content } }))
+  return await bounded(app.inject({ method: 'POST', url: '/v2/messages', headers: headers(authorization), payload: { content } }), BOUND_MS)
 }
 
 const bearer = (token: string): string => `Bearer ${token}`

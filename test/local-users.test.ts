@@ -5,6 +5,7 @@ import type { App } from '../src/app.js'
 import { messages, users } from '../src/db/schema.js'
 import { build } from './helpers/build.js'
 import { startTestIdp, type TestIdp, type UserinfoHandler } from './helpers/idp.js'
+import { bounded } from './helpers/bounded.js'
 
 // resolveLocalUser (SPEC 5.5, CONTRACT 4 and 10) through the routes that use it, with real tokens
 // and a real userinfo endpoint on a loopback identity provider.
@@ -14,29 +15,17 @@ const UPSTREAM = { error: 'Failed to reach identity provider' }
 const USERINFO = '/v2/oauth/userinfo'
 const BOUND_MS = 15_000
 
-/** Rejects instead of hanging when the app does not answer in time. */
-async function bounded<T> (promise: Promise<T>, ms = BOUND_MS): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
-  })
-  try {
-    return await Promise.race([promise, timeout])
-  } finally {
-    clearTimeout(timer)
-  }
-}
 
 async function me (app: App, token: string): Promise<LightMyRequestResponse> {
-  return await bounded(app.inject({ method: 'GET', url: '/v2/users/me', headers: { authorization: `Bearer ${token}` } }))
+  return await bounded(app.inject({ method: 'GET', url: '/v2/users/me', headers: { authorization: `Bearer ${token}` } }), BOUND_MS)
 }
 
 async function postMessage (app: App, token: string, content: string): Promise<LightMyRequestResponse> {
-  return await bounded(app.inject({ method: 'POST', url: '/v2/messages', headers: { authorization: `Bearer ${token}` }, payload: { content } }))
+  return await bounded(app.inject({ method: 'POST', url: '/v2/messages', headers: { authorization: `Bearer ${token}` }, payload: { content } }), BOUND_MS)
 }
 
 async function hello (app: App, token: string): Promise<LightMyRequestResponse> {
-  return await bounded(app.inject({ method: 'GET', url: '/v2/hello', headers: { authorization: `Bearer ${token}` } }))
+  return await bounded(app.inject({ method: 'GET', url: '/v2/hello', headers: { authorization: `Bearer ${token}` } }), BOUND_MS)
 }
 
 async function rowsOf (app: App, sub: string) {
