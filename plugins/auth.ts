@@ -6,6 +6,7 @@ import { createKeyResolver } from '../src/auth/jwks.js'
 import { createLocalUserResolver } from '../src/auth/resolve-local-user.js'
 import { DEFAULT_ROLE } from '../src/auth/roles.js'
 import { createUserinfoClient, type UserinfoProfile } from '../src/auth/userinfo.js'
+import { stripTrailingSlash } from '../src/config.js'
 import { UnauthorizedError } from '../src/errors.js'
 import type { LocalUser } from '../src/repositories/users.js'
 
@@ -67,7 +68,7 @@ export function bearerToken (request: FastifyRequest): string | undefined {
 }
 
 export default fp<AuthPluginOptions>(async function auth (app, opts) {
-  const issuer = opts.issuer.replace(/\/$/, '')
+  const issuer = stripTrailingSlash(opts.issuer)
   const resolveKey = createKeyResolver({ issuer, timeoutMs: opts.upstreamTimeoutMs, unknownKidIntervalMs: opts.unknownKidIntervalMs })
   const userinfo = createUserinfoClient({ issuer, timeoutMs: opts.upstreamTimeoutMs })
   app.addHook('onClose', async () => { await userinfo.close() })

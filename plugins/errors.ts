@@ -37,16 +37,15 @@ function toResponse (error: FastifyError, development: boolean): { status: numbe
   if (mapped !== undefined) return toResponse(mapped(), development)
 
   const status = error.statusCode ?? 500
-  // A public 3xx is an upstream redirect mirrored, never followed (CONTRACT 10).
-  if (status >= 300 && status < 400 && isPublicError(error)) return { status, body: { error: error.message } }
-  if (status >= 500 || status < 400) {
-    const body = { error: isPublicError(error) ? error.message : 'Internal server error' }
-    const code = status >= 500 ? status : 500
-    return development ? { status: code, body: { error: error.message, stack: error.stack ?? '' } } : { status: code, body }
-  }
-  if (isPublicError(error)) return { status, body: { error: error.message } }
+  const stack = development && status >= 500 ? { stack: error.stack ?? '' } : {}
+  // Our own errors keep their status and message, including a mirrored upstream status (SPEC 4.8).
+  if (isPublicError(error)) return { status, body: { error: error.message, ...stack } }
   // Any other client error Fastify raises: its status with the standard reason, never its message.
-  return { status, body: { error: STATUS_CODES[status] ?? 'Bad request' } }
+  if (status >= 400 && status < 500) return { status, body: { error: STATUS_CODES[status] ?? 'Bad Request' } }
+  // Everything else is unexpected (SPEC 7.4): detail only in development.
+  return development
+    ? { status: 500, body: { error: error.message, stack: error.stack ?? '' } }
+    : { status: 500, body: { error: 'Internal server error' } }
 }
 
 /** The one error handler; also used for the errors Fastify raises before routing (frameworkErrors). */

@@ -15,7 +15,8 @@ export const UnsupportedMediaTypeError = createError('API_UNSUPPORTED_MEDIA_TYPE
 export const TooManyRequestsError = createError('API_TOO_MANY_REQUESTS', 'Too many requests', 429)
 export const RetrieveFailedError = createError('API_RETRIEVE_FAILED', 'Failed to retrieve %s', 500)
 export const NotConfiguredError = createError('API_NOT_CONFIGURED', '%s is not configured', 500)
-export const UpstreamError = createError('API_UPSTREAM', '%s', 502)
+export const IdentityProviderError = createError('API_IDP_UNREACHABLE', 'Failed to reach identity provider', 502)
+export const WeatherUnreachableError = createError('API_WEATHER_UNREACHABLE', 'Failed to reach weather service', 502)
 export const DatabaseUnavailableError = createError('API_DATABASE_UNAVAILABLE', 'Database unavailable', 503)
 
 /** An upstream answered with a non-success status that the API mirrors (SPEC 4.8). */

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { hasRoleAtLeast } from '../../src/auth/roles.js'
 import { ForbiddenError, MissingQueryError, NotFoundError } from '../../src/errors.js'
-import { PaginationSchema, pageSchema, readPage } from '../../src/lib/pagination.js'
+import { pageSchema, readPage } from '../../src/lib/pagination.js'
 import { MESSAGE_SORT_FIELDS } from '../../src/repositories/messages.js'
 import { bearerAuth, ErrorRef, IdParams, Ref } from '../../src/schemas/common.js'
 import { CreateMessageBody, MessageListQuery, MessageSchema, MessageSearchQuery } from '../../src/schemas/messages.js'
@@ -16,7 +16,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       tags: ['messages'],
       summary: 'List messages (public, paginated, filtered, sorted)',
       querystring: MessageListQuery,
-      response: { 200: pageSchema(MessageRef, Ref(PaginationSchema)), 400: ErrorRef, 500: ErrorRef }
+      response: { 200: pageSchema(MessageRef), 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request) {
     const query = request.query
@@ -28,7 +28,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       tags: ['messages'],
       summary: 'Search messages by text in content or subject (public, paginated like the list)',
       querystring: MessageSearchQuery,
-      response: { 200: pageSchema(MessageRef, Ref(PaginationSchema)), 400: ErrorRef, 500: ErrorRef }
+      response: { 200: pageSchema(MessageRef), 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request) {
     const query = request.query

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { PaginationSchema, pageSchema, readPage } from '../../src/lib/pagination.js'
+import { pageSchema, readPage } from '../../src/lib/pagination.js'
 import { MOVIE_SORT_FIELDS } from '../../src/repositories/movies.js'
 import { ErrorRef, Ref } from '../../src/schemas/common.js'
 import { MovieListQuery, MovieSchema } from '../../src/schemas/movies.js'
@@ -13,7 +13,7 @@ const movies: FastifyPluginAsyncTypebox = async function (app) {
       summary: 'List movies (the reference collection: paginated, filtered, sorted)',
       description: 'Filters combine freely; a filter with an invalid value is 400. Invalid pagination parameters fall back to their defaults.',
       querystring: MovieListQuery,
-      response: { 200: pageSchema(Ref(MovieSchema), Ref(PaginationSchema)), 400: ErrorRef, 500: ErrorRef }
+      response: { 200: pageSchema(Ref(MovieSchema)), 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request) {
     const query = request.query

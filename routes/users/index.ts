@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { hasRoleAtLeast } from '../../src/auth/roles.js'
 import { ForbiddenError, NotFoundError } from '../../src/errors.js'
-import { PaginationSchema, pageSchema, readPage } from '../../src/lib/pagination.js'
+import { pageSchema, readPage } from '../../src/lib/pagination.js'
 import { USER_SORT_FIELDS } from '../../src/repositories/users.js'
 import { bearerAuth, ErrorRef, IdParams, Ref } from '../../src/schemas/common.js'
 import { UserListQuery, UserSchema } from '../../src/schemas/users.js'
@@ -31,7 +31,7 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       summary: 'List local users (Admin or higher)',
       security: bearerAuth,
       querystring: UserListQuery,
-      response: { 200: pageSchema(UserRef, Ref(PaginationSchema)), 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 500: ErrorRef }
+      response: { 200: pageSchema(UserRef), 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 500: ErrorRef }
     }
   }, async function (request) {
     const query = request.query

@@ -1,4 +1,4 @@
-import { UpstreamError } from '../errors.js'
+import { IdentityProviderError } from '../errors.js'
 import type { LocalUser, UsersRepository } from '../repositories/users.js'
 import { DEFAULT_ROLE, isRole } from './roles.js'
 import type { UserinfoProfile } from './userinfo.js'
@@ -18,7 +18,7 @@ export function createLocalUserResolver (usersRepository: UsersRepository) {
   async function provision (sub: string, loadProfile: LoadProfile): Promise<LocalUser> {
     const profile = await loadProfile()
     // CONTRACT 10: a userinfo answer about someone else is a failure, and nothing is written.
-    if (profile.sub !== sub) throw new UpstreamError('Failed to reach identity provider')
+    if (profile.sub !== sub) throw new IdentityProviderError()
     return usersRepository.upsert({
       subjectId: sub,
       email: profile.email,

@@ -1,5 +1,5 @@
 import { Agent, request } from 'undici'
-import { UpstreamError } from '../errors.js'
+import { IdentityProviderError } from '../errors.js'
 
 export interface UserinfoProfile {
   sub: string
@@ -12,7 +12,7 @@ export type FetchUserinfo = (accessToken: string) => Promise<UserinfoProfile>
 
 const stringOrNull = (value: unknown): string | null => typeof value === 'string' ? value : null
 
-const unreachable = (cause?: unknown) => new UpstreamError('Failed to reach identity provider', { cause })
+const unreachable = (cause?: unknown) => new IdentityProviderError({ cause })
 
 /** Calls `<issuer>/v2/oauth/userinfo` with the caller's own token (CONTRACT 4). */
 export function createUserinfoClient (options: { issuer: string, timeoutMs?: number }): { fetch: FetchUserinfo, close: () => Promise<void> } {

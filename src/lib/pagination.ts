@@ -1,7 +1,8 @@
-import { Type, type Static, type TObject, type TProperties, type TSchema } from '@sinclair/typebox'
+import { Type, type TProperties, type TSchema } from '@sinclair/typebox'
 import { asc, desc, type SQL } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
 import { RetrieveFailedError } from '../errors.js'
+import { Ref } from '../schemas/common.js'
 
 // The collection convention of SPEC 4.9 and CONTRACT 7/10, implemented once. Each collection
 // declares its sort allowlist and its filters; everything else here is shared.
@@ -48,8 +49,8 @@ export const PaginationSchema = Type.Object({
 }, { $id: 'Pagination', title: 'Pagination', examples: [{ page: 1, limit: 25, total: 120, totalPages: 5 }] })
 
 /** The 200 body of a collection: only `data` and `pagination` at the top level (CONTRACT 7). */
-export function pageSchema<T extends TSchema> (item: T, pagination: TSchema) {
-  return Type.Object({ data: Type.Array(item), pagination })
+export function pageSchema<T extends TSchema> (item: T) {
+  return Type.Object({ data: Type.Array(item), pagination: Ref(PaginationSchema) })
 }
 
 // CONTRACT 10: Number(), truncated toward zero; not finite falls back to the default. An empty
@@ -85,8 +86,6 @@ export function toPage<T> (data: T[], total: number, request: PageRequest): Page
     pagination: { page: request.page, limit: request.limit, total, totalPages: Math.ceil(total / request.limit) }
   }
 }
-
-export type CollectionQuery<F extends TProperties> = Static<TObject<F>> & { page?: string, limit?: string, sort?: string, order?: string }
 
 /**
  * Reads one page of a collection: normalises the pagination parameters, runs the query, and turns

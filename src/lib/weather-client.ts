@@ -1,6 +1,6 @@
 // weather-client: the only way the API talks to the weather upstream (SPEC 4.8, CONTRACT 6 and 10).
 import { Pool, type Dispatcher } from 'undici'
-import { UpstreamError, UpstreamStatusError } from '../errors.js'
+import { UpstreamStatusError, WeatherUnreachableError } from '../errors.js'
 
 export interface WeatherClientOptions {
   /** WEATHER_API_URL, e.g. https://api.openweathermap.org/data/2.5/weather */
@@ -16,12 +16,11 @@ export interface WeatherResult {
 }
 
 export interface WeatherClient {
-  /** The upstream JSON for one city; throws UpstreamError (502) or UpstreamStatusError (mirrored status). */
+  /** The upstream JSON for one city; throws WeatherUnreachableError (502) or UpstreamStatusError (mirrored status). */
   current: (city: string) => Promise<WeatherResult>
   close: () => Promise<void>
 }
 
-const UNREACHABLE = 'Failed to reach weather service'
 const UPSTREAM_FAILED = 'Weather API error'
 // A weather answer is a few KiB; anything far larger is not one, and is never buffered whole.
 const MAX_BODY_BYTES = 1024 * 1024
@@ -89,13 +88,13 @@ export function createWeatherClient ({ url, apiKey, timeoutMs = 5000 }: WeatherC
 
   // The logged cause keeps the name, code and (redacted) message of the transport failure, and
   // nothing else: undici errors can hold sockets, request options and the full URL.
-  function unreachable (err: unknown): InstanceType<typeof UpstreamError> {
+  function unreachable (err: unknown): InstanceType<typeof WeatherUnreachableError> {
     const source = err instanceof Error ? err : new Error(String(err))
     const cause = new Error(redact(source.message))
     cause.name = source.name
     const code = (source as { code?: unknown }).code
     if (typeof code === 'string') Object.assign(cause, { code })
-    return new UpstreamError(UNREACHABLE, { cause })
+    return new WeatherUnreachableError({ cause })
   }
 
   async function current (city: string): Promise<WeatherResult> {

@@ -26,15 +26,17 @@ export const CreateMessageBody = Type.Object({
 }, { examples: [{ content: 'The deploy is done.', subject: 'Release 2.4', priority: 'high' }] })
 export type CreateMessageBody = Static<typeof CreateMessageBody>
 
-export const MessageListQuery = collectionQuery(MESSAGE_SORT_FIELDS, {
+const MessageFilters = {
   priority: Type.Optional(StringEnum(PRIORITY_VALUES, { description: 'Only messages of this priority' })),
   authorId: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'Only messages by this local user id' })),
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only messages with exactly this subject' }))
-})
+}
+
+export const MessageListQuery = collectionQuery(MESSAGE_SORT_FIELDS, MessageFilters)
 export type MessageListQuery = Static<typeof MessageListQuery>
 
 export const MessageSearchQuery = collectionQuery(MESSAGE_SORT_FIELDS, {
   q: Type.Optional(Type.String({ maxLength: 200, description: 'Text to find in content or subject (case-insensitive; % and _ match themselves)', examples: ['deploy'] })),
-  ...MessageListQuery.properties
+  ...MessageFilters
 })
 export type MessageSearchQuery = Static<typeof MessageSearchQuery>
