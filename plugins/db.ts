@@ -1,7 +1,8 @@
-// db: the Drizzle handle, the repositories built on it, and the readiness probe.
+// db: the Drizzle handles (primary and read replicas), the repositories built on them, and the readiness probe.
 import { sql } from 'drizzle-orm'
 import fp from 'fastify-plugin'
-import { createDb, type Database, type DbOptions } from '../src/db/client.js'
+import { createDb, createReplica, type Database, type DbOptions } from '../src/db/client.js'
+import { createReadRouter, type ReadRouter } from '../src/db/read-router.js'
 import { createMessagesRepository, type MessagesRepository } from '../src/repositories/messages.js'
 import { createMoviesRepository, type MoviesRepository } from '../src/repositories/movies.js'
 import { createUsersRepository, type UsersRepository } from '../src/repositories/users.js'
@@ -9,6 +10,8 @@ import { createUsersRepository, type UsersRepository } from '../src/repositories
 declare module 'fastify' {
   interface FastifyInstance {
     db: Database
+    /** Runs a read on a replica in turn, or on the primary (CONTRACT 11); writes use `db`. */
+    readDb: ReadRouter
     messagesRepository: MessagesRepository
     moviesRepository: MoviesRepository
     usersRepository: UsersRepository
@@ -17,9 +20,13 @@ declare module 'fastify' {
   }
 }
 
+const COMPACT_EVERY_MS = 30_000
+
 export interface DbPluginOptions extends DbOptions {
   /** Apply pending migrations before the app accepts requests (default true). */
   migrate?: boolean
+  /** postgres:// URLs of streaming replicas (DATABASE_READ_URLS). */
+  readUrls?: readonly string[]
 }
 
 export default fp<DbPluginOptions>(async function db (app, opts) {
@@ -35,9 +42,29 @@ export default fp<DbPluginOptions>(async function db (app, opts) {
   app.addHook('onClose', async () => { await handle.close() })
   app.log.debug({ driver: handle.driver }, 'database ready')
 
+  // The counters' writer slots are folded together now and then, on the primary only; exactness never
+  // depends on it, only the length of the sums readers add up.
+  const compaction = setInterval(() => {
+    handle.db.execute(sql`select pagination_compact()`).catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'counter compaction failed'))
+  }, COMPACT_EVERY_MS).unref()
+  app.addHook('onClose', async () => { clearInterval(compaction) })
+
   app.decorate('db', handle.db)
-  app.decorate('messagesRepository', createMessagesRepository(handle.db))
-  app.decorate('moviesRepository', createMoviesRepository(handle.db))
-  app.decorate('usersRepository', createUsersRepository(handle.db))
+
+  // Replicas are only read: never migrated, and readiness does not depend on them, since a read
+  // they cannot serve goes to the primary.
+  const replicas = (opts.readUrls ?? []).map((url) => createReplica(url, { poolSize: opts.poolSize, statementTimeoutMs: opts.statementTimeoutMs }))
+  app.addHook('onClose', async () => { await Promise.all(replicas.map(async (replica) => replica.close())) })
+  const read = createReadRouter(handle.db, replicas.map((replica) => replica.db), {
+    onReplicaError ({ replica, down, err }) {
+      const message = err instanceof Error ? err.message : String(err)
+      app.log.warn({ replica, down, err: { message } }, down ? 'read replica unreachable; reading from the primary' : 'read failed on a replica; read again on the primary')
+    }
+  })
+
+  app.decorate('readDb', read)
+  app.decorate('messagesRepository', createMessagesRepository(handle.db, read))
+  app.decorate('moviesRepository', createMoviesRepository(handle.db, read))
+  app.decorate('usersRepository', createUsersRepository(handle.db, read))
   app.decorate('pingDatabase', async () => { await handle.db.execute(sql`select 1`) })
 }, { name: 'db', fastify: '5.x' })

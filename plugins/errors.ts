@@ -54,7 +54,8 @@ export function createErrorHandler (development: boolean) {
     const { status, body } = toResponse(error, development)
     // Logged in full server-side always; only the mapped body leaves the process.
     if (status >= 500) request.log.error({ err: error }, 'request failed')
-    else request.log.info({ err: { code: error.code, message: error.message }, statusCode: status }, 'request rejected')
+    // debug: the one info line per request comes from plugins/request-log.ts.
+    else request.log.debug({ err: { code: error.code, message: error.message }, statusCode: status }, 'request rejected')
     return reply.code(status).send(body)
   }
 }

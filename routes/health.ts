@@ -1,11 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { DatabaseUnavailableError } from '../src/errors.js'
+import { DatabaseUnavailableError, ServiceUnavailableError } from '../src/errors.js'
 import { ErrorRef, HealthSchema } from '../src/schemas/common.js'
 
 const health: FastifyPluginAsyncTypebox = async function (app) {
-  const { pingDatabase } = app
+  const { pingDatabase, isDraining } = app
+  // Probes are never rate limited (CONTRACT 11): a load balancer's checks must not fail under traffic.
+  const config = { rateLimit: false as const }
 
   app.get('/health', {
+    config,
     schema: {
       tags: ['health'],
       summary: 'Liveness: the process is up',
@@ -17,13 +20,16 @@ const health: FastifyPluginAsyncTypebox = async function (app) {
   })
 
   app.get('/health/ready', {
+    config,
     schema: {
       tags: ['health'],
       summary: 'Readiness: the database answers',
-      description: '503 `Database unavailable` while the database does not answer.',
+      description: '503 `Database unavailable` while the database does not answer; 503 `Service unavailable` once shutdown has begun.',
       response: { 200: HealthSchema, 503: ErrorRef }
     }
   }, async function (request) {
+    // From the moment a shutdown signal arrives, so a load balancer stops sending traffic.
+    if (isDraining()) throw new ServiceUnavailableError()
     try {
       await pingDatabase()
     } catch (err) {

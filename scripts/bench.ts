@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import type { EventEmitter } from 'node:events'
-import { mkdirSync, openSync, closeSync, readFileSync, writeFileSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { createServer } from 'node:net'
-import { cpus } from 'node:os'
+import { cpus, release, totalmem, type } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
@@ -11,18 +11,22 @@ import { parseArgs } from 'node:util'
 import type { FastifyInstance } from 'fastify'
 import postgres from 'postgres'
 import { buildDevIdp, createTokenSigner, DEFAULT_KEYS_DIR, loadOrCreateKeys } from '../src/dev-idp/app.js'
+import { renderMarkdown, renderSvg, TARGETS, type BenchReport, type Machine, type Measurement, type RowReport, type Target } from '../bench/report.js'
 import { createRandom, formatSummary, generateMessage, seedDatabase, seedUser, SEARCH_WORDS } from './seed.js'
 
-const USAGE = `Usage: DATABASE_URL=postgres://... npm run bench -- [--duration <s>] [--connections <n>] [--messages <n>]
+const USAGE = `Usage: DATABASE_URL=postgres://... npm run bench -- [options]
 
-Seeds the database when it has fewer than --messages messages, starts the API server as a child process
-on a free loopback port, and drives it with autocannon. Writes the table to bench-results/latest.md.
+Seeds the database when it holds fewer than --messages messages, starts the API server, the naive baseline
+(bench/baseline.ts) and the ceiling (bench/ceiling.ts) as child processes on free loopback ports, and drives
+each row against each of them with autocannon. Writes bench-results/latest.{md,json,svg}.
 
 Options:
-  --duration <s>     seconds per row (default 10)
-  --connections <n>  concurrent connections per row (default 50)
-  --messages <n>     messages the database must hold (default 100000)
-  -h, --help         show this help
+  --messages <n>      messages the database must hold (default BENCH_ROWS, else 1000000)
+  --duration <s>      seconds per row and server (default 8)
+  --connections <n>   concurrent connections (default 50)
+  --max-requests <n>  request cap per row and server (default 60000 per second of --duration)
+  --rows <a,b,...>    run only these rows (keys: <row keys>)
+  -h, --help          show this help
 `
 
 // autocannon ships no types; only what this script uses is declared.
@@ -59,70 +63,75 @@ const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon
 
 const SEARCH_WORD: keyof typeof SEARCH_WORDS = 'quokka'
 const POST_SUBJECTS = 200
-const SEED_USERS = 500
-// Every Nth response body of a list row is parsed and checked; all of them would slow the load generator.
+const SEED_USERS = 1000
+const RSS_LIMIT_MB = 250
+const RSS_SAMPLE_MS = 100
+// Every Nth response body is parsed and checked; all of them would slow the load generator.
 const VERIFY_EVERY = 20
 // Paths hang off the project root, so the script works from any working directory.
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const RESULTS_DIR = join(ROOT, 'bench-results')
-const LOG_FILE = join(RESULTS_DIR, 'server.log')
-const RESULTS_FILE = join(RESULTS_DIR, 'latest.md')
 const KEYS_DIR = join(ROOT, DEFAULT_KEYS_DIR)
 
 class BenchError extends Error {}
+
+type Item = Record<string, unknown>
 
 interface PageExpectation {
   page: number
   limit: number
   total: number
-  /** Checks the order or content of the items; returns a problem or undefined. */
-  items?: (data: Array<Record<string, unknown>>) => string | undefined
+  /** The exact ids of the page, from a naive query run before the row. */
+  ids: number[]
+  /** Checks the content of the items; returns a problem or undefined. */
+  items?: (data: Item[]) => string | undefined
 }
 
 interface Row {
+  key: string
   name: string
-  options: Omit<CannonOptions, 'url' | 'connections' | 'duration' | 'maxOverallRequests' | 'timeout'>
-  /** List rows: what every page must look like. */
+  targets: readonly Target[]
+  /** Builds the autocannon request options for one server (POST needs fresh subjects per server). */
+  requests: (target: Target) => CannonRequest[]
+  /** Sampled check of a response body; returns a problem or undefined. */
+  verify?: (body: string) => string | undefined
+  /** List rows: the path checked once before and once after the load. */
   page?: { path: string, expect: PageExpectation }
+  /** POST: the message count must grow by exactly the number of 201 responses. */
+  countsWrites?: boolean
 }
 
-interface RowResult {
-  name: string
-  requests: number
-  rps: number
-  p50: number
-  p99: number
-  non2xx: number
-  errors: number
-  problems: string[]
+function parseJson (body: string): unknown {
+  try {
+    return JSON.parse(body)
+  } catch {
+    return undefined
+  }
 }
 
 function pageProblem (body: string, expect: PageExpectation): string | undefined {
-  let parsed: { data?: unknown, pagination?: Record<string, unknown> }
-  try {
-    parsed = JSON.parse(body) as typeof parsed
-  } catch {
-    return `body is not JSON: ${body.slice(0, 80)}`
-  }
+  const parsed = parseJson(body) as { data?: unknown, pagination?: Record<string, unknown> } | undefined
+  if (parsed === undefined) return `body is not JSON: ${body.slice(0, 80)}`
   const { data, pagination } = parsed
   if (!Array.isArray(data) || pagination === undefined) return `not a page: ${body.slice(0, 80)}`
-  const totalPages = Math.ceil(expect.total / expect.limit)
-  const length = expect.page < totalPages ? expect.limit : expect.page === totalPages ? expect.total - (totalPages - 1) * expect.limit : 0
-  const want = { page: expect.page, limit: expect.limit, total: expect.total, totalPages }
+  const want = { page: expect.page, limit: expect.limit, total: expect.total, totalPages: Math.ceil(expect.total / expect.limit) }
   for (const [key, value] of Object.entries(want)) {
     if (pagination[key] !== value) return `pagination.${key} is ${String(pagination[key])}, expected ${value}`
   }
-  if (data.length !== length) return `${data.length} items, expected ${length}`
-  return expect.items?.(data as Array<Record<string, unknown>>)
+  const ids = (data as Item[]).map((item) => Number(item.id))
+  if (ids.join(',') !== expect.ids.join(',')) return `ids ${ids.slice(0, 3).join(',')}… are not the expected ${expect.ids.slice(0, 3).join(',')}… (${ids.length} of ${expect.ids.length})`
+  return expect.items?.(data as Item[])
 }
 
-function sampledVerifier (expect: PageExpectation): (body: string) => boolean {
+function sampled (verify: (body: string) => string | undefined, problems: string[]): (body: string) => boolean {
   let seen = 0
-  return (body) => seen++ % VERIFY_EVERY !== 0 || pageProblem(body, expect) === undefined
+  return (body) => {
+    if (seen++ % VERIFY_EVERY !== 0) return true
+    const problem = verify(body)
+    if (problem !== undefined && problems.length < 3) problems.push(`sampled body: ${problem}`)
+    return problem === undefined
+  }
 }
-
-const idsAscending = (data: Array<Record<string, unknown>>): string | undefined =>
-  data.every((item, i) => i === 0 || Number(item.id) > Number(data[i - 1]!.id)) ? undefined : 'ids not ascending'
 
 function freePort (): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -141,36 +150,39 @@ function positiveInteger (name: string, value: string | undefined, fallback: num
   return Number(value)
 }
 
-function logTail (): string {
+interface Child { name: Target, process: ChildProcess, base: string, log: string }
+
+// Everything that must not outlive the benchmark, torn down by cleanup() on success, error or signal.
+const children: Child[] = []
+let idp: FastifyInstance | undefined
+let current: CannonInstance | undefined
+let stopping = false
+
+const running = (child: Child): boolean => child.process.exitCode === null && child.process.signalCode === null
+
+function logTail (child: Child): string {
   try {
-    return readFileSync(LOG_FILE, 'utf8').trim().split('\n').slice(-15).join('\n')
+    return readFileSync(child.log, 'utf8').trim().split('\n').slice(-15).join('\n')
   } catch {
     return ''
   }
 }
 
-// Everything that must not outlive the benchmark, torn down by cleanup() on success, error or signal.
-let server: ChildProcess | undefined
-let idp: FastifyInstance | undefined
-let current: CannonInstance | undefined
-let stopping = false
-
-const serverRunning = (): boolean => server !== undefined && server.exitCode === null && server.signalCode === null
-
 async function cleanup (): Promise<void> {
   current?.stop()
-  if (serverRunning()) {
-    const exited = new Promise((resolve) => server!.once('exit', resolve))
-    server!.kill('SIGTERM')
+  await Promise.all(children.map(async (child) => {
+    if (!running(child)) return
+    const exited = new Promise((resolve) => child.process.once('exit', resolve))
+    child.process.kill('SIGTERM')
     await Promise.race([exited, sleep(5000)])
-    if (serverRunning()) server!.kill('SIGKILL')
-  }
+    if (running(child)) child.process.kill('SIGKILL')
+  }))
   await idp?.close()
   idp = undefined
 }
 
 // Last resort when the process exits without cleanup() (an uncaught error, process.exit elsewhere).
-process.on('exit', () => { if (serverRunning()) server!.kill('SIGKILL') })
+process.on('exit', () => { for (const child of children) if (running(child)) child.process.kill('SIGKILL') })
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     stopping = true
@@ -179,21 +191,44 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   })
 }
 
-async function startServer (env: NodeJS.ProcessEnv, base: string): Promise<void> {
-  mkdirSync(RESULTS_DIR, { recursive: true })
-  const log = openSync(LOG_FILE, 'w')
-  server = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', log, log] })
-  closeSync(log)
+/** Starts one server as a child process (the same node and tsx as this script) and waits until `ready` answers 200. */
+async function startChild (name: Target, script: string, env: NodeJS.ProcessEnv, readyPath: string): Promise<Child> {
+  const port = await freePort()
+  const base = `http://127.0.0.1:${port}`
+  const log = join(RESULTS_DIR, `${name}.log`)
+  const fd = openSync(log, 'w')
+  const child: Child = {
+    name,
+    base,
+    log,
+    process: spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', fd, fd] })
+  }
+  closeSync(fd)
+  children.push(child)
   const deadline = Date.now() + 60_000
   while (Date.now() < deadline) {
-    if (!serverRunning()) throw new BenchError(`the server exited during start-up (${LOG_FILE}):\n${logTail()}`)
+    if (!running(child)) throw new BenchError(`the ${name} server exited during start-up (${log}):\n${logTail(child)}`)
     try {
-      const response = await fetch(`${base}/health/ready`, { signal: AbortSignal.timeout(2000) })
-      if (response.ok) return
+      const response = await fetch(base + readyPath, { signal: AbortSignal.timeout(2000) })
+      if (response.ok) return child
     } catch {}
     await sleep(250)
   }
-  throw new BenchError(`the server was not ready after 60 s (${LOG_FILE}):\n${logTail()}`)
+  throw new BenchError(`the ${name} server was not ready after 60 s (${log}):\n${logTail(child)}`)
+}
+
+/** Samples VmRSS of a process every RSS_SAMPLE_MS; stop() returns the peak in MB. */
+function sampleRss (pid: number | undefined): { stop: () => number } {
+  let peakKb = 0
+  const read = (): void => {
+    try {
+      const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+      if (match !== null) peakKb = Math.max(peakKb, Number(match[1]))
+    } catch {}
+  }
+  read()
+  const timer = setInterval(read, RSS_SAMPLE_MS)
+  return { stop: () => { clearInterval(timer); read(); return peakKb / 1024 } }
 }
 
 function runCannon (options: CannonOptions): Promise<CannonResult> {
@@ -210,119 +245,195 @@ function runCannon (options: CannonOptions): Promise<CannonResult> {
 }
 
 async function checkPage (base: string, path: string, expect: PageExpectation): Promise<string | undefined> {
-  const response = await fetch(base + path, { signal: AbortSignal.timeout(10_000) })
+  const response = await fetch(base + path, { signal: AbortSignal.timeout(30_000) })
   const body = await response.text()
   if (response.status !== 200) return `${path} answered ${response.status}: ${body.slice(0, 80)}`
   const problem = pageProblem(body, expect)
   return problem === undefined ? undefined : `${path}: ${problem}`
 }
 
-interface Expected { total: number, urgent: number, search: number }
+type Sql = postgres.Sql
 
-async function expectedCounts (url: string): Promise<Expected> {
-  const sql = postgres(url, { max: 1, onnotice: () => {} })
-  try {
-    const pattern = `%${SEARCH_WORD}%`
-    const [row] = await sql<Array<{ total: number, urgent: number, search: number }>>`
-      select count(*)::int as total,
-        count(*) filter (where priority = 'urgent')::int as urgent,
-        count(*) filter (where content ilike ${pattern} or subject ilike ${pattern})::int as search
-      from messages`
-    if (row === undefined) throw new BenchError('could not count messages')
-    return row
-  } finally {
-    await sql.end({ timeout: 5 })
+async function countMessages (sql: Sql): Promise<number> {
+  const [row] = await sql<Array<{ n: number }>>`select count(*)::int as n from messages`
+  return row!.n
+}
+
+/** The naive reference for a page: total and ids by one plain query each, run once before the row. */
+async function expectPage (sql: Sql, where: postgres.PendingQuery<postgres.Row[]>, page: number, limit: number, items?: PageExpectation['items']): Promise<PageExpectation> {
+  const [row] = await sql<Array<{ n: number }>>`select count(*)::int as n from messages where ${where}`
+  const total = row!.n
+  const ids = (await sql<Array<{ id: string }>>`select id from messages where ${where} order by id limit ${limit} offset ${(page - 1) * limit}`).map((r) => Number(r.id))
+  return { page, limit, total, ids, items }
+}
+
+const searchPattern = `%${SEARCH_WORD}%`
+
+interface Tokens { hello: string, post: (target: Target) => Promise<string[]> }
+
+async function buildRows (sql: Sql, keys: Set<string> | undefined, tokens: Tokens): Promise<Row[]> {
+  const wanted = (key: string): boolean => keys === undefined || keys.has(key)
+  const rows: Row[] = []
+  if (wanted('health')) {
+    rows.push({ key: 'health', name: 'GET /health', targets: TARGETS, requests: () => [{ method: 'GET', path: '/health' }], verify: (b) => b === '{"ok":true}' ? undefined : `health body ${b.slice(0, 40)}` })
   }
-}
-
-function listRow (name: string, path: string, expect: PageExpectation): Row {
-  return { name, options: { requests: [{ method: 'GET', path }], verifyBody: sampledVerifier(expect) }, page: { path, expect } }
-}
-
-function buildRows (expected: Expected, userTokens: string[], adminToken: string): Row[] {
-  const rows: Row[] = [{ name: 'GET /health', options: { requests: [{ method: 'GET', path: '/health' }] } }]
+  const total = await countMessages(sql)
+  const listRow = (key: string, name: string, path: string, expect: PageExpectation, targets: readonly Target[]): Row =>
+    ({ key, name, targets, requests: () => [{ method: 'GET', path }], verify: (b) => pageProblem(b, expect), page: { path, expect } })
   for (const limit of [25, 100]) {
-    const last = Math.max(1, Math.ceil(expected.total / limit))
-    const pages: Array<[string, number]> = [['first', 1], ['middle', Math.ceil(last / 2)], ['last', last]]
-    for (const [label, page] of pages) {
-      rows.push(listRow(`GET /v2/messages ${label} page (limit ${limit}, page ${page})`,
-        `/v2/messages?page=${page}&limit=${limit}`, { page, limit, total: expected.total, items: idsAscending }))
+    const last = Math.max(1, Math.ceil(total / limit))
+    const pages: Array<[string, string, number]> = [['page1', 'page 1', 1], ['middle', 'middle page', Math.ceil(last / 2)], ['last', 'last page', last]]
+    for (const [label, text, page] of pages) {
+      const key = `${label}-${limit}`
+      if (!wanted(key)) continue
+      const expect = await expectPage(sql, sql`true`, page, limit)
+      rows.push(listRow(key, `list ${text} (${page}), limit ${limit}`, `/v2/messages?page=${page}&limit=${limit}`, expect, page === 1 ? TARGETS : ['service', 'baseline']))
     }
   }
-  rows.push(listRow('GET /v2/messages?priority=urgent, newest first', '/v2/messages?priority=urgent&sort=createdAt&order=desc&limit=25', {
-    page: 1,
-    limit: 25,
-    total: expected.urgent,
-    items: (data) => data.every((m, i) => m.priority === 'urgent' && (i === 0 || String(m.createdAt) <= String(data[i - 1]!.createdAt)))
-      ? undefined
-      : 'not all urgent, or not newest first'
-  }))
-  rows.push(listRow(`GET /v2/messages/search?q=${SEARCH_WORD}`, `/v2/messages/search?q=${SEARCH_WORD}&limit=25`, {
-    page: 1,
-    limit: 25,
-    total: expected.search,
-    items: (data) => data.every((m) => `${String(m.content)} ${String(m.subject)}`.toLowerCase().includes(SEARCH_WORD))
-      ? undefined
-      : `an item without "${SEARCH_WORD}"`
-  }))
-  rows.push({
-    name: 'GET /v2/hello (Admin token)',
-    options: { requests: [{ method: 'GET', path: '/v2/hello', headers: { authorization: `Bearer ${adminToken}` } }] }
-  })
-  const random = createRandom(42)
-  // The API takes no null subject: a message without one leaves the member out.
-  const bodies = Array.from({ length: 1000 }, () => {
-    const { subject, ...message } = generateMessage(random)
-    return JSON.stringify(subject === null ? message : { ...message, subject })
-  })
-  let sent = 0
-  rows.push({
-    name: `POST /v2/messages (${userTokens.length} subjects, RS256)`,
-    options: {
-      requests: [{
-        method: 'POST',
-        path: '/v2/messages',
-        headers: { 'content-type': 'application/json' },
-        setupRequest (request) {
-          const n = sent++
-          return {
-            ...request,
-            headers: { ...request.headers, authorization: `Bearer ${userTokens[n % userTokens.length]!}` },
-            body: bodies[n % bodies.length]!
+  if (wanted('filtered')) {
+    const expect = await expectPage(sql, sql`priority = 'high'`, 1, 25,
+      (data) => data.every((m) => m.priority === 'high') ? undefined : 'an item that is not high priority')
+    rows.push(listRow('filtered', 'priority=high, page 1, limit 25', '/v2/messages?priority=high&page=1&limit=25', expect, ['service', 'baseline']))
+  }
+  if (wanted('search')) {
+    const expect = await expectPage(sql, sql`(content ilike ${searchPattern} or subject ilike ${searchPattern})`, 1, 25,
+      (data) => data.every((m) => `${String(m.content)} ${String(m.subject)}`.toLowerCase().includes(SEARCH_WORD)) ? undefined : `an item without "${SEARCH_WORD}"`)
+    const share = total === 0 ? 0 : expect.total / total
+    rows.push(listRow('search', `search "${SEARCH_WORD}" (${(share * 100).toFixed(1)}% of rows), page 1`, `/v2/messages/search?q=${SEARCH_WORD}&page=1&limit=25`, expect, ['service', 'baseline']))
+  }
+  if (wanted('hello')) {
+    rows.push({
+      key: 'hello',
+      name: 'GET /v2/hello (RS256)',
+      targets: TARGETS,
+      requests: () => [{ method: 'GET', path: '/v2/hello', headers: { authorization: `Bearer ${tokens.hello}` } }],
+      verify: (b) => b === '{"message":"Hello, bench-admin@example.com!","role":"Admin"}' ? undefined : `hello body ${b.slice(0, 60)}`
+    })
+  }
+  // Last: it adds rows, which would move every page expectation above.
+  if (wanted('post')) {
+    const random = createRandom(42)
+    // The API takes no null subject: a message without one leaves the member out.
+    const bodies = Array.from({ length: 1000 }, () => {
+      const { subject, ...message } = generateMessage(random)
+      return JSON.stringify(subject === null ? message : { ...message, subject })
+    })
+    const perTarget = new Map<Target, string[]>()
+    for (const target of ['service', 'baseline'] as const) perTarget.set(target, await tokens.post(target))
+    rows.push({
+      key: 'post',
+      name: `POST /v2/messages (${POST_SUBJECTS} subjects, RS256)`,
+      targets: ['service', 'baseline'],
+      countsWrites: true,
+      requests: (target) => {
+        const list = perTarget.get(target)!
+        let sent = 0
+        return [{
+          method: 'POST',
+          path: '/v2/messages',
+          headers: { 'content-type': 'application/json' },
+          setupRequest (request) {
+            const n = sent++
+            return { ...request, headers: { ...request.headers, authorization: `Bearer ${list[n % list.length]!}` }, body: bodies[n % bodies.length]! }
           }
-        }
-      }]
-    }
-  })
-  // Measured again at the end: on a shared machine the baseline drifts, and this shows by how much.
-  rows.push({ name: 'GET /health (again, last)', options: rows[0]!.options })
+        }]
+      },
+      verify: (b) => {
+        const item = parseJson(b) as Item | undefined
+        return typeof item?.id === 'number' && typeof item.content === 'string' ? undefined : `not a message: ${b.slice(0, 60)}`
+      }
+    })
+  }
   return rows
 }
 
-const ms = (value: number): string => value.toFixed(value < 10 ? 2 : 1)
+/** Wraps a body check so that it also records the id of every acknowledged (created) message. */
+function withAcknowledged (verify: (body: string) => boolean, ids: number[] | undefined): (body: string) => boolean {
+  if (ids === undefined) return verify
+  return (body) => {
+    const id = (parseJson(body) as Item | undefined)?.id
+    if (typeof id === 'number') ids.push(id)
+    return verify(body)
+  }
+}
 
-function renderTable (results: RowResult[]): string {
-  const lines = [
-    '| Row | Requests | Req/s | p50 ms | p99 ms | Non-2xx | Errors | Status |',
-    '|---|---:|---:|---:|---:|---:|---:|---|'
-  ]
-  for (const r of results) {
-    const status = r.problems.length === 0 ? 'ok' : 'FAILED'
-    lines.push(`| ${r.name} | ${r.requests} | ${Math.round(r.rps)} | ${ms(r.p50)} | ${ms(r.p99)} | ${r.non2xx} | ${r.errors} | ${status} |`)
+/**
+ * Zero lost writes: every message acknowledged with 201 is in the table, and the rows added exceed the
+ * acknowledgements by at most the requests still in flight when the load stopped (one per connection).
+ */
+async function lostWrites (sql: Sql, acknowledged: number[], added: number, connections: number): Promise<string[]> {
+  const problems: string[] = []
+  const [row] = await sql<Array<{ n: number }>>`select count(*)::int as n from messages where id = any(${acknowledged}::bigint[])`
+  const found = row!.n
+  if (found !== acknowledged.length) problems.push(`${acknowledged.length - found} of ${acknowledged.length} acknowledged messages are missing`)
+  if (added < acknowledged.length || added > acknowledged.length + connections) {
+    problems.push(`${acknowledged.length} messages acknowledged but ${added} rows added`)
   }
-  const health = results[0]
-  if (health !== undefined && health.rps > 0) {
-    lines.push('', 'Throughput relative to GET /health, same run:', '')
-    for (const r of results) {
-      if (r !== health) lines.push(`- ${r.name} = ${(r.rps / health.rps).toFixed(2)}× health`)
-    }
+  return problems
+}
+
+interface RunSettings { duration: number, connections: number, maxRequests: number }
+
+async function measure (row: Row, child: Child, sql: Sql, settings: RunSettings): Promise<Measurement> {
+  const problems: string[] = []
+  if (row.page !== undefined) {
+    const before = await checkPage(child.base, row.page.path, row.page.expect)
+    if (before !== undefined) problems.push(`before the run, ${before}`)
   }
-  const failed = results.filter((r) => r.problems.length > 0)
-  if (failed.length > 0) {
-    lines.push('', 'Failures:', '')
-    for (const r of failed) lines.push(`- ${r.name}: ${r.problems.join('; ')}`)
+  const countBefore = row.countsWrites === true ? await countMessages(sql) : 0
+  const acknowledged: number[] = []
+  const rss = sampleRss(child.process.pid)
+  const bodyProblems: string[] = []
+  const result = await runCannon({
+    url: child.base,
+    connections: settings.connections,
+    duration: settings.duration,
+    maxOverallRequests: settings.maxRequests,
+    timeout: 10,
+    requests: row.requests(child.name),
+    verifyBody: withAcknowledged(row.verify === undefined ? () => true : sampled(row.verify, bodyProblems), row.countsWrites === true ? acknowledged : undefined)
+  })
+  const peakRssMb = rss.stop()
+  if (!running(child)) throw new BenchError(`the ${child.name} server exited during "${row.name}" (${child.log}):\n${logTail(child)}`)
+  problems.push(...bodyProblems)
+  if (row.page !== undefined) {
+    const after = await checkPage(child.base, row.page.path, row.page.expect)
+    if (after !== undefined) problems.push(`after the run, ${after}`)
   }
-  return lines.join('\n') + '\n'
+  if (row.countsWrites === true) {
+    problems.push(...await lostWrites(sql, acknowledged, await countMessages(sql) - countBefore, settings.connections))
+  }
+  const errors = result.errors + result.timeouts
+  if (result.non2xx > 0) {
+    const codes = Object.entries(result.statusCodeStats).filter(([code]) => !code.startsWith('2')).map(([code, s]) => `${s.count}× ${code}`)
+    problems.push(`non-2xx responses: ${codes.join(', ')}`)
+  }
+  if (errors > 0) problems.push(`${result.errors} connection errors (${result.timeouts} timeouts)`)
+  if (result.requests.total === 0) problems.push('no request completed within the duration')
+  if (result.mismatches > 0 && bodyProblems.length === 0) problems.push(`${result.mismatches} sampled bodies failed the checks`)
+  return { requests: result.requests.total, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors, peakRssMb, problems }
+}
+
+async function describeMachine (sql: Sql): Promise<Machine> {
+  const [row] = await sql<Array<{ version: string }>>`select version()`
+  return {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model.trim() ?? 'unknown CPU',
+    memoryGb: totalmem() / 1024 ** 3,
+    node: process.version,
+    postgres: row!.version.split(' ').slice(0, 2).join(' '),
+    os: `${type()} ${release()}`
+  }
+}
+
+const ROW_KEYS = ['health', 'page1-25', 'middle-25', 'last-25', 'page1-100', 'middle-100', 'last-100', 'filtered', 'search', 'hello', 'post']
+
+function printRow (row: RowReport): void {
+  const parts = TARGETS.flatMap((t) => {
+    const m = row.results[t]
+    return m === undefined ? [] : [`${t} ${Math.round(m.rps)} req/s p99 ${m.p99} ms${m.problems.length > 0 ? ' FAILED' : ''}`]
+  })
+  process.stdout.write(`bench: ${row.name}: ${parts.join(', ')}\n`)
 }
 
 async function main (args: string[]): Promise<number> {
@@ -333,20 +444,27 @@ async function main (args: string[]): Promise<number> {
       duration: { type: 'string' },
       connections: { type: 'string' },
       messages: { type: 'string' },
+      'max-requests': { type: 'string' },
+      rows: { type: 'string' },
       help: { type: 'boolean', short: 'h' }
     }
   })
   if (values.help === true) {
-    process.stdout.write(USAGE)
+    process.stdout.write(USAGE.replace('<row keys>', ROW_KEYS.join(', ')))
     return 0
   }
-  const duration = positiveInteger('duration', values.duration, 10)
+  const duration = positiveInteger('duration', values.duration, 8)
   const connections = positiveInteger('connections', values.connections, 50)
-  const messages = positiveInteger('messages', values.messages, 100_000)
+  const messages = positiveInteger('messages', values.messages ?? process.env.BENCH_ROWS, 1_000_000)
+  const maxRequests = positiveInteger('max-requests', values['max-requests'], duration * 60_000)
+  const keys = values.rows === undefined ? undefined : new Set(values.rows.split(',').map((k) => k.trim()).filter((k) => k !== ''))
+  const unknown = [...(keys ?? [])].filter((k) => !ROW_KEYS.includes(k))
+  if (unknown.length > 0) throw new BenchError(`unknown row ${unknown.join(', ')}; rows are ${ROW_KEYS.join(', ')}`)
   const databaseUrl = process.env.DATABASE_URL ?? ''
   if (!/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new BenchError('DATABASE_URL must point to a PostgreSQL server (postgres://...); the benchmark does not run on the embedded database')
   }
+  mkdirSync(RESULTS_DIR, { recursive: true })
 
   let seeded
   try {
@@ -361,76 +479,73 @@ async function main (args: string[]): Promise<number> {
   const issuer = `http://127.0.0.1:${idpPort}`
   idp = await buildDevIdp({ issuer, audience, dataDir: KEYS_DIR })
   await idp.listen({ host: '127.0.0.1', port: idpPort })
-  const sign = createTokenSigner(await loadOrCreateKeys(KEYS_DIR), { issuer, audience })
-  // Seeded subjects already have local users; any that do not are provisioned through userinfo on first use.
-  const userTokens = await Promise.all(Array.from({ length: POST_SUBJECTS }, async (_, i) => {
-    const user = seedUser(i + 1)
-    return (await sign({ sub: user.subjectId, role: user.role, email: user.email, name: user.name })).accessToken
-  }))
-  const adminToken = (await sign({ sub: 'bench-admin', role: 'Admin', email: 'bench-admin@example.com', name: 'Bench Admin' })).accessToken
-
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
-  await startServer({
-    ...process.env,
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    RATE_LIMIT_MAX: '0',
-    LOG_LEVEL: 'warn',
-    DATABASE_URL: databaseUrl,
-    AUTH_ISSUER: issuer,
-    API_AUDIENCE: audience
-  }, base)
-  server!.once('exit', () => current?.stop())
-
-  const expected = await expectedCounts(databaseUrl)
-  const rows = buildRows(expected, userTokens, adminToken)
-  const bounds = { connections, timeout: 10, maxOverallRequests: Math.max(connections, duration * 50_000) }
-
-  // Unreported warm-up, so the first row does not pay for JIT compilation and pool connections.
-  await runCannon({ url: base, ...bounds, connections: Math.min(10, connections), duration: 2, requests: rows.slice(0, 4).flatMap((r) => r.options.requests ?? []) })
-
-  const results: RowResult[] = []
-  for (const row of rows) {
-    const problems: string[] = []
-    if (row.page !== undefined) {
-      const before = await checkPage(base, row.page.path, row.page.expect)
-      if (before !== undefined) problems.push(`before the run, ${before}`)
-    }
-    const result = await runCannon({ url: base, ...bounds, duration, ...row.options })
-    if (!serverRunning()) throw new BenchError(`the server exited during "${row.name}" (${LOG_FILE}):\n${logTail()}`)
-    if (row.page !== undefined) {
-      const after = await checkPage(base, row.page.path, row.page.expect)
-      if (after !== undefined) problems.push(`after the run, ${after}`)
-    }
-    const errors = result.errors + result.timeouts
-    if (result.non2xx > 0) {
-      const codes = Object.entries(result.statusCodeStats).filter(([code]) => !code.startsWith('2')).map(([code, s]) => `${s.count}× ${code}`)
-      problems.push(`non-2xx responses: ${codes.join(', ')}`)
-    }
-    if (errors > 0) problems.push(`${result.errors} connection errors (${result.timeouts} timeouts)`)
-    if (result.mismatches > 0) problems.push(`${result.mismatches} sampled bodies failed the page checks`)
-    results.push({
-      name: row.name,
-      requests: result.requests.total,
-      rps: result.requests.average,
-      p50: result.latency.p50,
-      p99: result.latency.p99,
-      non2xx: result.non2xx,
-      errors,
-      problems
-    })
-    await sleep(500)
+  const keysOnDisk = await loadOrCreateKeys(KEYS_DIR)
+  const sign = createTokenSigner(keysOnDisk, { issuer, audience })
+  const token = async (sub: string, role: string, email?: string, name?: string): Promise<string> => (await sign({ sub, role, email, name })).accessToken
+  const runId = Date.now().toString(36)
+  const tokens: Tokens = {
+    hello: await token('bench-admin', 'Admin', 'bench-admin@example.com', 'Bench Admin'),
+    // Half seeded authors, half subjects never seen before (new per run and server), so provisioning is measured.
+    post: async (target) => Promise.all(Array.from({ length: POST_SUBJECTS }, async (_, i) => {
+      if (i % 2 === 0) {
+        const user = seedUser(i + 1)
+        return token(user.subjectId, user.role, user.email, user.name)
+      }
+      return token(`bench-${runId}-${target}-${i}`, 'User')
+    }))
   }
 
-  const table = renderTable(results)
-  const header = `# Benchmark, ${new Date().toISOString()}\n\n` +
-    `Node ${process.version}, ${cpus().length} cores, ${duration} s and ${connections} connections per row, ` +
-    `${expected.total} messages, server and load generator on one machine. ` +
-    `List bodies sampled 1 in ${VERIFY_EVERY} and checked before and after each row.\n\n`
-  writeFileSync(RESULTS_FILE, header + table)
-  process.stdout.write('\n' + table)
-  return results.some((r) => r.problems.length > 0) ? 1 : 0
+  const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} })
+  try {
+    const machine = await describeMachine(sql)
+    const serverEnv = { ...process.env, DATABASE_URL: databaseUrl, AUTH_ISSUER: issuer, API_AUDIENCE: audience }
+    const service = await startChild('service', 'src/server.ts', { ...serverEnv, RATE_LIMIT_MAX: '0', LOG_LEVEL: 'warn' }, '/health/ready')
+    const baseline = await startChild('baseline', 'bench/baseline.ts', serverEnv, '/health')
+    // The ceiling answers the service's own page-1 bodies, read once at start-up.
+    const pagesFile = join(RESULTS_DIR, 'ceiling-pages.json')
+    const pages: Record<string, unknown> = {}
+    for (const limit of [25, 100]) pages[limit] = await (await fetch(`${service.base}/v2/messages?page=1&limit=${limit}`)).json()
+    writeFileSync(pagesFile, JSON.stringify(pages))
+    const ceiling = await startChild('ceiling', 'bench/ceiling.ts', { ...serverEnv, CEILING_PAGES_FILE: pagesFile, CEILING_JWK: JSON.stringify(keysOnDisk.publicJwk) }, '/health')
+    const byTarget: Record<Target, Child> = { service, baseline, ceiling }
+
+    const rows = await buildRows(sql, keys, tokens)
+    const settings = { duration, connections, maxRequests }
+    // Unreported warm-up, so the first row does not pay for JIT compilation and pool connections.
+    for (const child of [service, baseline, ceiling]) {
+      await runCannon({ url: child.base, connections: 10, duration: 1, maxOverallRequests: 20_000, timeout: 10, requests: [{ method: 'GET', path: '/health' }, { method: 'GET', path: '/v2/messages?limit=25' }] })
+    }
+
+    const reports: RowReport[] = []
+    for (const row of rows) {
+      const report: RowReport = { key: row.key, name: row.name, results: {} }
+      for (const target of row.targets) {
+        report.results[target] = await measure(row, byTarget[target], sql, settings)
+        await sleep(300)
+      }
+      printRow(report)
+      reports.push(report)
+    }
+
+    const report: BenchReport = {
+      date: new Date().toISOString(),
+      machine,
+      messages: await countMessages(sql),
+      durationSeconds: duration,
+      connections,
+      rssLimitMb: RSS_LIMIT_MB,
+      rows: reports
+    }
+    const markdown = renderMarkdown(report)
+    writeFileSync(join(RESULTS_DIR, 'latest.md'), markdown)
+    writeFileSync(join(RESULTS_DIR, 'latest.json'), JSON.stringify(report, null, 2) + '\n')
+    writeFileSync(join(RESULTS_DIR, 'latest.svg'), renderSvg(report))
+    process.stdout.write('\n' + markdown + `\nWritten to ${join(RESULTS_DIR, 'latest.{md,json,svg}')}\n`)
+    const failedRow = reports.some((r) => (r.results.service?.problems.length ?? 0) > 0 || (r.results.service?.peakRssMb ?? 0) > RSS_LIMIT_MB)
+    return failedRow ? 1 : 0
+  } finally {
+    await sql.end({ timeout: 5 })
+  }
 }
 
 try {

@@ -10,6 +10,10 @@ import swaggerPlugin from '../plugins/swagger.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
 import rolesPlugin from '../plugins/roles.js'
 import validationPlugin from '../plugins/validation.js'
+import lifecyclePlugin from '../plugins/lifecycle.js'
+import loadSheddingPlugin from '../plugins/load-shedding.js'
+import metricsPlugin from '../plugins/metrics.js'
+import requestLogPlugin from '../plugins/request-log.js'
 import healthRoutes from '../routes/health.js'
 import helloRoutes from '../routes/hello/index.js'
 import inputRoutes from '../routes/input/index.js'
@@ -40,6 +44,18 @@ export type App = FastifyInstance
 
 export const BODY_LIMIT = 100 * 1024
 
+// Server timeouts (README "Operating it"). keepAliveTimeout is above the 60 s idle timeout of common
+// load balancers, so the balancer, not the server, closes an idle connection and never reuses one
+// the server is closing. A whole request (headers and body) must arrive within REQUEST_TIMEOUT_MS,
+// which cuts off clients that trickle bytes; a socket silent for CONNECTION_TIMEOUT_MS is closed.
+export const KEEP_ALIVE_TIMEOUT_MS = 72_000
+export const REQUEST_TIMEOUT_MS = 15_000
+export const HEADERS_TIMEOUT_MS = 10_000
+export const CONNECTION_TIMEOUT_MS = 75_000
+// How often Node checks requestTimeout/headersTimeout; its default of 30 s would let a slow client
+// hold a connection for up to twice the limit.
+const TIMEOUT_CHECK_INTERVAL_MS = 1_000
+
 // A caller's own request id is echoed when it is short and printable; anything else is replaced.
 const SANE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/
 
@@ -65,12 +81,29 @@ export function loggerOptions (config: AppConfig): FastifyServerOptions['logger'
   }
 }
 
+// Fastify takes a hop count at run time but its types do not; the same rule as a function.
+function trustProxyOption (trust: AppConfig['trustProxy']): FastifyServerOptions['trustProxy'] {
+  return typeof trust === 'number' ? (_address: string, hop: number) => hop < trust : trust
+}
+
 export async function buildApp (config: AppConfig, options: BuildOptions = {}): Promise<App> {
   const errorHandler = createErrorHandler(config.development)
   const app = Fastify({
     logger: options.logger ?? loggerOptions(config),
     genReqId: requestId,
+    // One line per request from plugins/request-log.ts instead of Fastify's two.
+    disableRequestLogging: true,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    connectionTimeout: CONNECTION_TIMEOUT_MS,
+    http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
+    // Idle keep-alive connections are closed on close(); requests still arriving on busy ones are
+    // served (with Connection: close, plugins/lifecycle.ts) instead of Fastify's own 503 body.
+    forceCloseConnections: 'idle',
+    return503OnClosing: false,
     bodyLimit: BODY_LIMIT,
+    // CONTRACT 11: behind a load balancer, request.ip is the client from X-Forwarded-For.
+    trustProxy: trustProxyOption(config.trustProxy),
     allowErrorHandlerOverride: false,
     // A first start initialises the embedded database and applies migrations, which can take a while.
     pluginTimeout: 120_000,
@@ -82,23 +115,34 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
-  app.addHook('onRequest', async function (request, reply) {
+  app.addHook('onRequest', function (request, reply, done) {
     reply.header('x-request-id', request.id)
+    done()
   })
   // JSON only: a text body on a JSON route is 415, not a validation error (CONTRACT 8).
   app.removeContentTypeParser(['text/plain'])
 
   await app.register(validationPlugin)
   await app.register(errorsPlugin, { development: config.development })
+  await app.register(lifecyclePlugin)
+  await app.register(loadSheddingPlugin, { maxEventLoopDelayMs: config.maxEventLoopDelayMs })
   await app.register(dbPlugin, {
     url: config.databaseUrl,
     dataDir: options.dataDir,
     poolSize: config.databasePoolSize,
-    statementTimeoutMs: config.databaseStatementTimeoutMs
+    statementTimeoutMs: config.databaseStatementTimeoutMs,
+    readUrls: config.databaseReadUrls
   })
   await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true })
   await app.register(rolesPlugin)
   await app.register(rateLimitPlugin, { max: config.rateLimitMax, redisUrl: config.redisUrl })
+  await app.register(requestLogPlugin)
+  await app.register(metricsPlugin, {
+    token: config.metricsToken,
+    issuer: config.authIssuer,
+    driver: config.databaseUrl !== undefined && /^postgres(ql)?:\/\//.test(config.databaseUrl) ? 'postgres' : 'pglite',
+    poolSize: config.databasePoolSize
+  })
 
   for (const schema of [ErrorSchema, PaginationSchema, MessageSchema, MovieSchema, UserSchema]) app.addSchema(schema)
   await app.register(securityPlugin)

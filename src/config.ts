@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { isIP } from 'node:net'
 
 export const DEV_IDP_URL = 'http://localhost:3002'
 
@@ -18,7 +19,12 @@ const EnvSchema = Type.Object({
   NODE_ENV: Type.Optional(Type.String()),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { default: 'info' }),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 6000 }),
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' }))
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  DATABASE_READ_URLS: Type.Optional(Type.String({ pattern: '^\\s*postgres(ql)?://[^,\\s]+\\s*(,\\s*postgres(ql)?://[^,\\s]+\\s*)*$' })),
+  TRUST_PROXY: Type.Optional(Type.String({ minLength: 1 })),
+  METRICS_TOKEN: Type.Optional(Type.String()),
+  MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000 }),
+  SHUTDOWN_GRACE_MS: Type.Integer({ minimum: 0, default: 10000 })
 })
 
 type Env = Static<typeof EnvSchema>
@@ -42,6 +48,16 @@ export interface AppConfig {
   logLevel: string
   rateLimitMax: number
   redisUrl: string | undefined
+  /** Streaming replicas that serve collection pages, search and single-message reads (CONTRACT 11). */
+  databaseReadUrls: string[]
+  /** Fastify's trustProxy: a hop count or the proxies' addresses/CIDRs; undefined trusts no proxy. */
+  trustProxy: number | string[] | undefined
+  /** Bearer token GET /metrics requires; undefined leaves it open. */
+  metricsToken: string | undefined
+  /** Event-loop delay above which requests are shed with 503; 0 turns shedding off. */
+  maxEventLoopDelayMs: number
+  /** How long in-flight requests may take after SIGTERM/SIGINT. */
+  shutdownGraceMs: number
 }
 
 export class ConfigError extends Error {
@@ -59,8 +75,33 @@ const MESSAGES: Record<string, string> = {
   WEATHER_API_URL: 'must be an http(s) URL',
   LOG_LEVEL: 'must be one of fatal, error, warn, info, debug, trace, silent',
   RATE_LIMIT_MAX: 'must be a non-negative integer',
-  REDIS_URL: 'must start with redis:// or rediss://'
+  REDIS_URL: 'must start with redis:// or rediss://',
+  DATABASE_READ_URLS: 'must be a comma-separated list of postgres:// URLs',
+  TRUST_PROXY: 'must be a hop count or a comma-separated list of IP addresses or CIDR ranges',
+  MAX_EVENT_LOOP_DELAY_MS: 'must be a non-negative integer (milliseconds)',
+  SHUTDOWN_GRACE_MS: 'must be a non-negative integer (milliseconds)'
 }
+
+// An address, an address/prefix, or one of proxy-addr's names for the private ranges.
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal'])
+function isProxyAddress (entry: string): boolean {
+  if (PROXY_NAMES.has(entry)) return true
+  const [address = '', prefix, extra] = entry.split('/')
+  const family = isIP(address)
+  if (family === 0 || extra !== undefined) return false
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128))
+}
+
+/** CONTRACT 11: `1` is a hop count; anything else a list of trusted proxies. null when invalid. */
+function parseTrustProxy (value: string | undefined): AppConfig['trustProxy'] | null {
+  if (value === undefined) return undefined
+  if (/^\s*\d+\s*$/.test(value)) return Number(value)
+  const entries = value.split(',').map((entry) => entry.trim())
+  return entries.every(isProxyAddress) ? entries : null
+}
+
+const invalid = (name: string, raw: Record<string, string>): ConfigError =>
+  new ConfigError(`Invalid ${name}: ${MESSAGES[name] ?? 'invalid value'} (got ${JSON.stringify(raw[name] ?? '')})`)
 
 export const stripTrailingSlash = (url: string): string => url.endsWith('/') ? url.slice(0, -1) : url
 
@@ -87,6 +128,12 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     throw new ConfigError(`Invalid ${name}: ${MESSAGES[name] ?? first.message} (got ${JSON.stringify(raw[name] ?? '')})`)
   }
   const e = converted as Env
+  const trustProxy = parseTrustProxy(e.TRUST_PROXY)
+  if (trustProxy === null) throw invalid('TRUST_PROXY', raw)
+  const databaseReadUrls = e.DATABASE_READ_URLS === undefined ? [] : e.DATABASE_READ_URLS.split(',').map((url) => url.trim())
+  if (databaseReadUrls.length > 0 && !/^postgres(ql)?:\/\//.test(e.DATABASE_URL ?? '')) {
+    throw new ConfigError('DATABASE_READ_URLS needs DATABASE_URL to be a postgres:// URL (replicas follow a PostgreSQL primary)')
+  }
   const production = e.NODE_ENV === 'production'
   if (production && e.AUTH_ISSUER === undefined) {
     throw new ConfigError('AUTH_ISSUER must be set when NODE_ENV=production (the local development identity provider never runs in production)')
@@ -106,6 +153,11 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     production,
     logLevel: e.LOG_LEVEL,
     rateLimitMax: e.RATE_LIMIT_MAX,
-    redisUrl: e.REDIS_URL
+    redisUrl: e.REDIS_URL,
+    databaseReadUrls,
+    trustProxy,
+    metricsToken: e.METRICS_TOKEN,
+    maxEventLoopDelayMs: e.MAX_EVENT_LOOP_DELAY_MS,
+    shutdownGraceMs: e.SHUTDOWN_GRACE_MS
   })
 }

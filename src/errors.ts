@@ -18,6 +18,7 @@ export const NotConfiguredError = createError('API_NOT_CONFIGURED', '%s is not c
 export const IdentityProviderError = createError('API_IDP_UNREACHABLE', 'Failed to reach identity provider', 502)
 export const WeatherUnreachableError = createError('API_WEATHER_UNREACHABLE', 'Failed to reach weather service', 502)
 export const DatabaseUnavailableError = createError('API_DATABASE_UNAVAILABLE', 'Database unavailable', 503)
+export const ServiceUnavailableError = createError('API_SERVICE_UNAVAILABLE', 'Service unavailable', 503)
 
 /** An upstream answered with a non-success status that the API mirrors (SPEC 4.8). */
 // Its statusCode is set per instance to the upstream's status, hence the widened type.

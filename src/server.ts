@@ -41,9 +41,13 @@ const config = configOrExit()
 const app = await buildApp(config)
 const devIdp = config.devIdp && !config.production ? await startDevIdpOrExit(config, app) : undefined
 
-closeWithGrace({ delay: 10_000 }, async function ({ signal, err }) {
+// CONTRACT 11: readiness fails and connections drain from the moment the signal arrives; close()
+// stops accepting, waits for in-flight requests and closes the pools. Past SHUTDOWN_GRACE_MS
+// close-with-grace exits with code 1.
+closeWithGrace({ delay: config.shutdownGraceMs }, async function ({ signal, err }) {
   if (err !== undefined) app.log.error({ err }, 'closing after an error')
   else app.log.info({ signal }, 'closing')
+  app.drain()
   await app.close()
   await devIdp?.close()
 })

@@ -35,7 +35,12 @@ t.test('CONTRACT 2: the defaults', async (t) => {
     production: false,
     logLevel: 'info',
     rateLimitMax: 6000,
-    redisUrl: undefined
+    redisUrl: undefined,
+    databaseReadUrls: [],
+    trustProxy: undefined,
+    metricsToken: undefined,
+    maxEventLoopDelayMs: 1000,
+    shutdownGraceMs: 10000
   }, 'an empty environment gives every default')
   t.ok(Object.isFrozen(loadConfig({})), 'the config is frozen')
   t.same(loadConfig({ PORT: '', AUTH_ISSUER: '', LOG_LEVEL: '' }), loadConfig({}), 'empty values count as unset')
@@ -112,7 +117,8 @@ t.test('the server exits 1 with one stderr line naming the variable', async (t) 
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
-    const timer = setTimeout(() => { child.kill('SIGKILL') }, 60_000)
+    // Generous: under a loaded machine the loader compiles every module before the config is read.
+    const timer = setTimeout(() => { child.kill('SIGKILL') }, 180_000)
     child.on('error', reject)
     child.on('close', (code) => {
       clearTimeout(timer)

@@ -15,7 +15,6 @@ const UPSTREAM = { error: 'Failed to reach identity provider' }
 const USERINFO = '/v2/oauth/userinfo'
 const BOUND_MS = 15_000
 
-
 async function me (app: App, token: string): Promise<LightMyRequestResponse> {
   return await bounded(app.inject({ method: 'GET', url: '/v2/users/me', headers: { authorization: `Bearer ${token}` } }), BOUND_MS)
 }

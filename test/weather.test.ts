@@ -199,7 +199,7 @@ t.test('weather proxy with a key', async (t) => {
 
   t.test('the key never leaves the process', async (t) => {
     for (const text of sent) t.notMatch(text, KEY)
-    t.match(logs.text(), 'incoming request')
+    t.match(logs.text(), '"msg":"request"')
     t.match(logs.text(), 'ECONNREFUSED')
     t.notMatch(logs.text(), KEY)
   })

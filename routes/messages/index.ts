@@ -60,8 +60,15 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       response: { 201: MessageRef, 400: ErrorRef, 401: ErrorRef, 502: ErrorRef }
     }
   }, async function (request, reply) {
-    const author = await app.resolveLocalUser(request)
-    const message = await messagesRepository.create({ ...request.body, author })
+    const { sub } = request.user!
+    // The common case is one statement: the author is found by subject while inserting. A subject
+    // seen for the first time is provisioned (SPEC 5.5), then inserted.
+    let message = await messagesRepository.create(sub, request.body)
+    if (message === null) {
+      await app.resolveLocalUser(request)
+      message = await messagesRepository.create(sub, request.body)
+      if (message === null) throw new Error('local user vanished while creating a message')
+    }
     return reply.code(201).header('location', `/v2/messages/${message.id}`).send(message)
   })
 

@@ -30,6 +30,12 @@ export interface DbOptions {
   statementTimeoutMs?: number
 }
 
+/** A read replica: queries only, never migrated (it follows the primary's WAL). */
+export interface ReplicaHandle {
+  db: Database
+  close: () => Promise<void>
+}
+
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.meta.url))
 export const DEFAULT_DATA_DIR = '.data/pglite'
 
@@ -41,6 +47,26 @@ export async function createDb (options: DbOptions): Promise<DbHandle> {
   if (url !== undefined && /^postgres(ql)?:\/\//.test(url)) return createPostgres(url, options)
   if (url === undefined || url.startsWith('memory://')) return createPglite(url === undefined ? options.dataDir ?? DEFAULT_DATA_DIR : undefined)
   throw new Error('DATABASE_URL must start with postgres://, postgresql:// or memory://')
+}
+
+/**
+ * A pool on a streaming replica (CONTRACT 11). Connecting gives up quickly: the read router
+ * sends the read to the primary instead of making the request wait for a dead replica.
+ */
+export function createReplica (url: string, options: Pick<DbOptions, 'poolSize' | 'statementTimeoutMs'> = {}): ReplicaHandle {
+  const client = postgres(url, {
+    max: options.poolSize ?? 5,
+    idle_timeout: 30,
+    connect_timeout: 3,
+    onnotice: () => {},
+    connection: { statement_timeout: options.statementTimeoutMs ?? 10_000, application_name: 'messages-api-read' }
+  })
+  return {
+    db: drizzlePostgres(client, { schema }),
+    async close () {
+      await client.end({ timeout: 5 })
+    }
+  }
 }
 
 function createPostgres (url: string, options: DbOptions): DbHandle {

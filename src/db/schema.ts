@@ -1,4 +1,4 @@
-import { bigint, index, integer, numeric, pgEnum, pgTable, text, timestamp } from 'drizzle-orm/pg-core'
+import { bigint, index, integer, numeric, pgEnum, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
 
 export const ROLE_VALUES = ['User', 'Moderator', 'Admin', 'SuperAdmin', 'Owner'] as const
 export const PRIORITY_VALUES = ['low', 'normal', 'high', 'urgent'] as const
@@ -57,12 +57,21 @@ export const movies = pgTable('movies', {
   index('movies_genre_id_idx').on(t.genre, t.id)
 ])
 
-// Exact row counts kept by triggers (drizzle/0005), so an unfiltered list reads its total in O(1)
-// instead of counting the whole table on every request.
-export const rowCounts = pgTable('row_counts', {
-  tableName: text('table_name').primaryKey(),
-  rowCount: bigint('row_count', { mode: 'number' }).notNull()
-})
+// The order-statistic index of drizzle/0006: exact row counts per filter value (`key`), and per
+// bucket of a sort key (`dim`, `bucket`), kept by triggers in the writing transaction. Each writing
+// backend adds to its own `slot` (its pid), so concurrent writers never wait on one row; readers sum
+// the slots, and pagination_compact() folds them into slot 0.
+export const paginationCounts = pgTable('pagination_counts', {
+  tableName: text('table_name').notNull(),
+  key: text('key').notNull(),
+  dim: text('dim').notNull(),
+  bucket: bigint('bucket', { mode: 'number' }).notNull(),
+  slot: integer('slot').notNull(),
+  n: bigint('n', { mode: 'number' }).notNull(),
+  writes: bigint('writes', { mode: 'number' }).notNull().default(0)
+}, (t) => [
+  primaryKey({ columns: [t.tableName, t.key, t.dim, t.bucket, t.slot] })
+])
 
 export type UserRow = typeof users.$inferSelect
 export type MessageRow = typeof messages.$inferSelect

@@ -1,8 +1,13 @@
-import { and, eq, ilike, or, type SQL } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
-import { messages, rowCounts, users, type PRIORITY_VALUES } from '../db/schema.js'
-import { orderBy, type PageRequest } from '../lib/pagination.js'
-import { countRows } from './count.js'
+import type { ReadRouter } from '../db/read-router.js'
+import { messages, type PRIORITY_VALUES } from '../db/schema.js'
+import { statement } from '../db/statement.js'
+import type { PageRequest } from '../lib/pagination.js'
+import { OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
+import { VersionedCache } from '../lib/version-cache.js'
+import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type FilterValues } from './collection.js'
+import { createMessageWriter } from './message-writer.js'
 
 export type Priority = typeof PRIORITY_VALUES[number]
 
@@ -25,104 +30,202 @@ export interface NewMessage {
   content: string
   subject?: string | null
   priority?: Priority
-  author: { id: number, name: string | null }
 }
 
 export const MESSAGE_SORT_FIELDS = ['id', 'createdAt', 'priority', 'subject'] as const
 export type MessageSort = typeof MESSAGE_SORT_FIELDS[number]
+type FilterName = keyof MessageFilters
 
-const SORT_COLUMNS = {
-  id: messages.id,
-  createdAt: messages.createdAt,
-  priority: messages.priority,
-  subject: messages.subject
-} satisfies Record<MessageSort, unknown>
-
-const columns = {
-  id: messages.id,
-  content: messages.content,
-  subject: messages.subject,
-  priority: messages.priority,
-  authorId: messages.authorId,
-  authorName: users.name,
-  createdAt: messages.createdAt
+/** An item as the SQL returns it: bigint ids as float8, the time already in ISO-8601. */
+export interface MessageRow {
+  id: number
+  content: string
+  subject: string | null
+  priority: Priority
+  author_id: number
+  author_name: string | null
+  created_at: string
 }
 
-type Row = { id: number, content: string, subject: string | null, priority: Priority, authorId: number, authorName: string | null, createdAt: Date }
-
-const toMessage = (row: Row): Message => ({
+export const toMessage = (row: MessageRow): Message => ({
   id: row.id,
   content: row.content,
   subject: row.subject,
   priority: row.priority,
-  author: { id: row.authorId, name: row.authorName },
-  createdAt: row.createdAt.toISOString()
+  author: { id: row.author_id, name: row.author_name },
+  createdAt: row.created_at
 })
 
-function filtersToWhere (filters: MessageFilters): SQL | undefined {
-  return and(
-    filters.priority === undefined ? undefined : eq(messages.priority, filters.priority),
-    filters.authorId === undefined ? undefined : eq(messages.authorId, filters.authorId),
-    filters.subject === undefined ? undefined : eq(messages.subject, filters.subject)
-  )
+export const MESSAGE_COLUMNS = sql`m.id::float8 AS id, m.content, m.subject, m.priority::text AS priority,
+  m.author_id::float8 AS author_id, u.name AS author_name,
+  to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`
+const MESSAGE_SOURCE = sql`(messages m JOIN users u ON u.id = m.author_id)`
+
+const isBigintId = (value: string | number) => !Number.isSafeInteger(value) || Number(value) < 1
+
+const reader = createCollectionReader<MessageSort, FilterName, MessageRow>({
+  table: 'messages',
+  from: MESSAGE_SOURCE,
+  columns: MESSAGE_COLUMNS,
+  sorts: { id: 'm.id', createdAt: 'm.created_at', priority: 'm.priority', subject: 'm.subject' },
+  filters: {
+    priority: { condition: sql`m.priority = ${placeholder('priority')}::message_priority`, key: plainKey('priority') },
+    // An author id no bigint column holds matches nothing, and never reaches the database as one.
+    authorId: { condition: sql`m.author_id = ${placeholder('authorId')}::bigint`, key: plainKey('author_id'), matchesNothing: isBigintId },
+    subject: { condition: sql`m.subject = ${placeholder('subject')}::text`, key: hashKey('subject') }
+  },
+  ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'priority' }
+})
+
+// sort=priority without a priority filter: the priorities' totals, in the requested order, tell which
+// priority holds the offset; inside it the order is by id, located in that priority's buckets. The
+// page may run on into the next priorities, read from their first ids.
+const priorityPage = (desc: boolean) => statement<MessageRow & { total: number, ord: number | null }>(`messages_priority_${desc ? 'desc' : 'asc'}`, sql`
+  WITH pri AS MATERIALIZED (
+    SELECT p.v, p.ord, ${countedTotalSql('messages', sql`'priority=' || p.v`)} AS n,
+      sum(${countedTotalSql('messages', sql`'priority=' || p.v`)}) OVER (ORDER BY p.ord ${sql.raw(desc ? 'DESC' : 'ASC')}) AS upto
+    FROM unnest(enum_range(NULL::message_priority)) WITH ORDINALITY AS p(v, ord)),
+  target AS MATERIALIZED (
+    SELECT v, ord, (${placeholder('offset')}::bigint - (upto - n))::bigint AS rem FROM pri
+    WHERE upto > ${placeholder('offset')}::bigint ORDER BY ord ${sql.raw(desc ? 'DESC' : 'ASC')} LIMIT 1),
+  ${locateSql('messages', sql`(SELECT 'priority=' || v FROM target)`, 'id', sql`(SELECT rem FROM target)`, false)},
+  page AS MATERIALIZED (
+    SELECT x.id, row_number() OVER (ORDER BY x.ord ${sql.raw(desc ? 'DESC' : 'ASC')}, x.id) AS ord FROM (
+      SELECT p.ord, s.id FROM pri p CROSS JOIN LATERAL (
+        SELECT m.id FROM messages m
+        WHERE m.priority = p.v AND m.id >= CASE WHEN p.ord = (SELECT ord FROM target) THEN (SELECT bucket FROM loc) << 8 ELSE -9223372036854775807 END
+        ORDER BY m.id LIMIT ${placeholder('limit')}::bigint + (SELECT skip FROM loc)) s
+      WHERE p.ord ${sql.raw(desc ? '<=' : '>=')} (SELECT ord FROM target)) x
+    ORDER BY x.ord ${sql.raw(desc ? 'DESC' : 'ASC')}, x.id OFFSET (SELECT skip FROM loc) LIMIT ${placeholder('limit')}::bigint)
+  SELECT t.total, r.* FROM (SELECT ${countedTotalSql('messages', sql`''`)}::float8 AS total) t
+  LEFT JOIN LATERAL (SELECT ${MESSAGE_COLUMNS}, page.ord FROM page JOIN ${MESSAGE_SOURCE} ON m.id = page.id) r ON true
+  ORDER BY r.ord`)
+const PRIORITY_PAGE = { asc: priorityPage(false), desc: priorityPage(true) }
+
+// Search: the ordered ids of a term's matches are read once, with the table's version, and kept;
+// each page then reads only its own rows, together with the current version in the same snapshot.
+// A differing version (any write by anyone) discards the ids and reads them afresh.
+const SEARCH_CACHE_IDS = 2_000_000
+const SEARCH_SORTS: Record<MessageSort, string> = { id: 's.id', createdAt: 's.created_at', priority: 's.priority', subject: 's.subject' }
+const searchFilterSql: Record<FilterName, ReturnType<typeof sql>> = {
+  priority: sql`s.priority = ${placeholder('priority')}::message_priority`,
+  authorId: sql`s.author_id = ${placeholder('authorId')}::bigint`,
+  subject: sql`s.subject = ${placeholder('subject')}::text`
 }
+
+function searchIdsSql (sort: MessageSort, order: 'asc' | 'desc', present: FilterName[]) {
+  const by = sort === 'id' ? `s.id${order === 'desc' ? ' DESC' : ''}` : `${SEARCH_SORTS[sort]}${order === 'desc' ? ' DESC' : ''}, s.id`
+  const filters = present.map((name) => sql` AND ${searchFilterSql[name]}`)
+  return sql`SELECT ${versionSql('messages')}::float8 AS version,
+    coalesce((SELECT array_agg(s.id::float8 ORDER BY ${sql.raw(by)}) FROM messages s
+      WHERE (s.content ILIKE ${placeholder('pattern')}::text OR s.subject ILIKE ${placeholder('pattern')}::text)${sql.join(filters, sql``)}), '{}') AS ids`
+}
+
+const rowsByIds = statement<MessageRow & { version: number, ord: number | null }>('messages_by_ids', sql`
+  SELECT v.version, r.* FROM (SELECT ${versionSql('messages')}::float8 AS version) v
+  LEFT JOIN LATERAL (
+    SELECT ${MESSAGE_COLUMNS}, p.ord FROM unnest(${placeholder('ids')}::bigint[]) WITH ORDINALITY AS p(id, ord)
+    JOIN ${MESSAGE_SOURCE} ON m.id = p.id) r ON true
+  ORDER BY r.ord`)
+
+const byId = statement<MessageRow>('messages_by_id', sql`SELECT ${MESSAGE_COLUMNS} FROM ${MESSAGE_SOURCE} WHERE m.id = ${placeholder('id')}::bigint`)
 
 // CONTRACT 10: %, _ and \ in a search term match themselves, not as LIKE wildcards.
 export function likePattern (term: string): string {
   return `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 }
 
-export function createMessagesRepository (db: Database) {
-  // The trigger-maintained count makes the unfiltered total O(1); filtered totals count the matches.
-  async function countMessages (where: SQL | undefined): Promise<number> {
-    if (where !== undefined) return countRows(db, messages, where, 'messages_count')
-    const [row] = await db.select({ n: rowCounts.rowCount }).from(rowCounts).where(eq(rowCounts.tableName, 'messages')).prepare('messages_total').execute()
-    return row?.n ?? countRows(db, messages, undefined, 'messages_count_all')
+// Pages of the list and of search, remembered until any write to messages or users (authors' names).
+const PAGE_CACHE_BYTES = 32 * 1024 * 1024
+const pageSize = (page: { rows: Message[] }) => page.rows.reduce((size, m) => size + 160 + m.content.length + (m.subject?.length ?? 0) + (m.author.name?.length ?? 0), 64)
+const pageKey = (kind: string, filters: MessageFilters, page: PageRequest<MessageSort>, term = '') =>
+  JSON.stringify([kind, term, filters.priority, filters.authorId, filters.subject, page.sort, page.order, page.offset, page.limit])
+
+const strip = (rows: Array<MessageRow & { ord?: number | null, total?: number, version?: number }>): Message[] =>
+  rows.map(toMessage)
+
+export function createMessagesRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
+  const writer = createMessageWriter(db)
+  const searchCache = new OrderedIdCache(SEARCH_CACHE_IDS)
+  const pages = new VersionedCache<{ rows: Message[], total: number }>(PAGE_CACHE_BYTES, pageSize)
+  const searchStatements = new Map<string, ReturnType<typeof statement<{ version: number, ids: number[] }>>>()
+  // One read of a term's ids at a time per key and database, however many requests want them.
+  const computing = new Map<string, Promise<OrderedIds>>()
+
+  function searchIds (target: Database, key: string, term: string, present: FilterName[], filters: MessageFilters, page: PageRequest<MessageSort>): Promise<OrderedIds> {
+    const flightKey = key
+    let pending = computing.get(flightKey)
+    if (pending === undefined) {
+      const shape = `${page.sort}:${page.order}:${present.join(',')}`
+      let run = searchStatements.get(shape)
+      if (run === undefined) {
+        run = statement<{ version: number, ids: number[] }>(`messages_search_${searchStatements.size}`, searchIdsSql(page.sort, page.order, present))
+        searchStatements.set(shape, run)
+      }
+      const params: Record<string, unknown> = { pattern: likePattern(term) }
+      for (const name of present) params[name] = filters[name]
+      pending = run(target, params).then(([row]) => ({ version: row?.version ?? 0, ids: Float64Array.from(row?.ids ?? []) }))
+      computing.set(flightKey, pending)
+      const forget = () => computing.delete(flightKey)
+      pending.then(forget, forget)
+    }
+    return pending
   }
 
-  async function findPage (where: SQL | undefined, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
-    const order = orderBy(SORT_COLUMNS[page.sort], page.order, messages.id)
-    // Deferred join: the page's ids come from the index alone, so a deep OFFSET skips index entries
-    // rather than joined rows; only the rows on the page are joined to their authors.
-    const ids = db.select({ id: messages.id }).from(messages).where(where)
-      .orderBy(...order).limit(page.limit).offset(page.offset).as('page_ids')
-    const [rows, total] = await Promise.all([
-      db.select(columns).from(ids)
-        .innerJoin(messages, eq(messages.id, ids.id))
-        .innerJoin(users, eq(users.id, messages.authorId))
-        .orderBy(...order).prepare('messages_page').execute(),
-      countMessages(where)
-    ])
+  async function listPage (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
+    if (page.sort === 'priority') {
+      // With a priority filter, every row has the same priority: the order is by id alone.
+      if (filters.priority !== undefined) page = { ...page, sort: 'id', order: 'asc' }
+      else if (filters.authorId === undefined && filters.subject === undefined) {
+        const rows = await PRIORITY_PAGE[page.order](target, { offset: page.offset, limit: page.limit })
+        return { rows: strip(rows[0]?.ord == null ? [] : rows), total: rows[0]?.total ?? 0 }
+      }
+    }
+    const { rows, total } = await reader.read(target, filters as FilterValues<FilterName>, page)
     return { rows: rows.map(toMessage), total }
   }
 
+  async function searchPage (target: Database, term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
+    const present = reader.present(filters as FilterValues<FilterName>)
+    if (present === null) return { rows: [], total: 0 }
+    const key = JSON.stringify([term, page.sort, page.order, present.map((name) => [name, filters[name]])])
+    let entry = searchCache.get(key)
+    for (let attempt = 1; ; attempt++) {
+      const fresh = entry === undefined
+      if (entry === undefined) {
+        entry = await searchIds(target, key, term, present, filters, page)
+        searchCache.set(key, entry)
+      }
+      const ids = Array.from(entry.ids.subarray(Math.min(page.offset, entry.ids.length), Math.min(page.offset + page.limit, entry.ids.length)))
+      const rows = await rowsByIds(target, { ids })
+      // Under a stream of writes, ids read a moment ago are served as read: the page is what the
+      // table held then, as any read racing a write may be.
+      if (rows[0]?.version === entry.version || (fresh && attempt >= 3)) {
+        return { rows: strip(rows[0]?.ord == null ? [] : rows), total: entry.ids.length }
+      }
+      searchCache.delete(key)
+      entry = undefined
+    }
+  }
+
   return {
-    list (filters: MessageFilters, page: PageRequest<MessageSort>) {
-      return findPage(filtersToWhere(filters), page)
+    list (filters: MessageFilters, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
+      return read((target) => pages.read(target, pageKey('list', filters, page), () => listPage(target, filters, page)))
     },
 
     /** Case-insensitive substring match on content and subject, then the same filters as list. */
-    search (term: string, filters: MessageFilters, page: PageRequest<MessageSort>) {
-      const pattern = likePattern(term)
-      return findPage(and(or(ilike(messages.content, pattern), ilike(messages.subject, pattern)), filtersToWhere(filters)), page)
+    search (term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
+      return read((target) => pages.read(target, pageKey('search', filters, page, term), () => searchPage(target, term, filters, page)))
     },
 
     async findById (id: number): Promise<Message | null> {
-      const [row] = await db.select(columns).from(messages).innerJoin(users, eq(users.id, messages.authorId))
-        .where(eq(messages.id, id))
+      const [row] = await read((target) => byId(target, { id }))
       return row === undefined ? null : toMessage(row)
     },
 
-    /** Inserts and returns the message; the author is passed in, so no second read is needed. */
-    async create (input: NewMessage): Promise<Message> {
-      const [row] = await db.insert(messages).values({
-        content: input.content,
-        subject: input.subject ?? null,
-        priority: input.priority ?? 'normal',
-        authorId: input.author.id
-      }).returning()
-      if (row === undefined) throw new Error('insert returned no row')
-      return toMessage({ ...row, authorName: input.author.name })
+    /** Inserts as the local user of `subjectId`; null when that user does not exist yet. */
+    create (subjectId: string, input: NewMessage): Promise<Message | null> {
+      return writer.create(subjectId, input)
     },
 
     /** Deletes and reports whether a row was there. */

@@ -1,8 +1,9 @@
-import { and, eq, gte, type SQL } from 'drizzle-orm'
+import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
-import { movies, type MovieRow } from '../db/schema.js'
-import { orderBy, type PageRequest } from '../lib/pagination.js'
-import { countRows } from './count.js'
+import type { ReadRouter } from '../db/read-router.js'
+import type { MovieRow } from '../db/schema.js'
+import type { PageRequest } from '../lib/pagination.js'
+import { createCollectionReader, hashKey, placeholder, plainKey } from './collection.js'
 
 export type Movie = MovieRow
 
@@ -15,26 +16,27 @@ export interface MovieFilters {
 export const MOVIE_SORT_FIELDS = ['id', 'title', 'year', 'rating', 'genre'] as const
 export type MovieSort = typeof MOVIE_SORT_FIELDS[number]
 
-function filtersToWhere (filters: MovieFilters): SQL | undefined {
-  return and(
-    filters.genre === undefined ? undefined : eq(movies.genre, filters.genre),
-    filters.year === undefined ? undefined : eq(movies.year, filters.year),
-    // SPEC 4.9: a minimum filter means greater than or equal.
-    filters.minRating === undefined ? undefined : gte(movies.rating, filters.minRating)
-  )
-}
+// A year the integer column cannot hold matches no row (SPEC 4.9 rule 2), without a query.
+const notAnInt4 = (value: string | number) => !Number.isInteger(value) || Math.abs(Number(value)) > 2_147_483_647
 
-export function createMoviesRepository (db: Database) {
+const reader = createCollectionReader<MovieSort, keyof MovieFilters, Movie>({
+  table: 'movies',
+  from: sql`movies m`,
+  columns: sql`m.id::float8 AS id, m.title, m.year, m.rating::float8 AS rating, m.genre`,
+  sorts: { id: 'm.id', title: 'm.title', year: 'm.year', rating: 'm.rating', genre: 'm.genre' },
+  filters: {
+    genre: { condition: sql`m.genre = ${placeholder('genre')}::text`, key: hashKey('genre') },
+    year: { condition: sql`m.year = ${placeholder('year')}::integer`, key: plainKey('year'), matchesNothing: notAnInt4 },
+    // SPEC 4.9: a minimum filter means greater than or equal; numeric holds any number the query can carry.
+    minRating: { condition: sql`m.rating >= ${placeholder('minRating')}::numeric` }
+  },
+  ranked: { dims: {} }
+})
+
+export function createMoviesRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
   return {
-    async list (filters: MovieFilters, page: PageRequest<MovieSort>): Promise<{ rows: Movie[], total: number }> {
-      const where = filtersToWhere(filters)
-      const [rows, total] = await Promise.all([
-        db.select().from(movies).where(where)
-          .orderBy(...orderBy(movies[page.sort], page.order, movies.id))
-          .limit(page.limit).offset(page.offset).prepare('movies_page').execute(),
-        countRows(db, movies, where, 'movies_count')
-      ])
-      return { rows, total }
+    list (filters: MovieFilters, page: PageRequest<MovieSort>): Promise<{ rows: Movie[], total: number }> {
+      return read((target) => reader.read(target, filters, page))
     }
   }
 }

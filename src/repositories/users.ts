@@ -1,8 +1,9 @@
-import { and, eq, sql, type SQL } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
-import { orderBy, type PageRequest } from '../lib/pagination.js'
-import { countRows } from './count.js'
+import type { ReadRouter } from '../db/read-router.js'
+import type { PageRequest } from '../lib/pagination.js'
+import { createCollectionReader, hashKey, placeholder } from './collection.js'
 
 export type Role = typeof ROLE_VALUES[number]
 
@@ -40,7 +41,30 @@ const toUser = (row: UserRow): LocalUser => ({
   updatedAt: row.updatedAt.toISOString()
 })
 
-export function createUsersRepository (db: Database) {
+interface UserItemRow { id: number, subject_id: string, email: string | null, name: string | null, role: string, created_at: string, updated_at: string }
+
+const ISO = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+
+const reader = createCollectionReader<UserSort, 'role', UserItemRow>({
+  table: 'users',
+  from: sql`users m`,
+  columns: sql.raw(`m.id::float8 AS id, m.subject_id, m.email, m.name, m.role, ${ISO('m.created_at')} AS created_at, ${ISO('m.updated_at')} AS updated_at`),
+  sorts: { id: 'm.id', name: 'm.name', email: 'm.email', role: 'm.role', createdAt: 'm.created_at' },
+  filters: { role: { condition: sql`m.role = ${placeholder('role')}::text`, key: hashKey('role') } },
+  ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'role' }
+})
+
+const fromItemRow = (row: UserItemRow): LocalUser => ({
+  id: row.id,
+  subjectId: row.subject_id,
+  email: row.email,
+  name: row.name,
+  role: row.role,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at
+})
+
+export function createUsersRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
   return {
     async findById (id: number): Promise<LocalUser | null> {
       const [row] = await db.select().from(users).where(eq(users.id, id))
@@ -65,14 +89,8 @@ export function createUsersRepository (db: Database) {
     },
 
     async list (filters: UserFilters, page: PageRequest<UserSort>): Promise<{ rows: LocalUser[], total: number }> {
-      const where: SQL | undefined = and(filters.role === undefined ? undefined : eq(users.role, filters.role))
-      const [rows, total] = await Promise.all([
-        db.select().from(users).where(where)
-          .orderBy(...orderBy(users[page.sort], page.order, users.id))
-          .limit(page.limit).offset(page.offset).prepare('users_page').execute(),
-        countRows(db, users, where, 'users_count')
-      ])
-      return { rows: rows.map(toUser), total }
+      const { rows, total } = await read((target) => reader.read(target, filters, page))
+      return { rows: rows.map(fromItemRow), total }
     }
   }
 }

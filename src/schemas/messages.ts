@@ -28,7 +28,7 @@ export type CreateMessageBody = Static<typeof CreateMessageBody>
 
 const MessageFilters = {
   priority: Type.Optional(StringEnum(PRIORITY_VALUES, { description: 'Only messages of this priority' })),
-  authorId: Type.Optional(Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'Only messages by this local user id' })),
+  authorId: Type.Optional(Type.Number({ description: 'Only messages by this local user id (a number that is no id matches nothing)' })),
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only messages with exactly this subject' }))
 }
 

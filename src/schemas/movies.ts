@@ -12,7 +12,7 @@ export const MovieSchema = Type.Object({
 
 export const MovieListQuery = collectionQuery(MOVIE_SORT_FIELDS, {
   genre: Type.Optional(Type.String({ maxLength: 100, description: 'Only this genre (exact match)', examples: ['Drama'] })),
-  year: Type.Optional(Type.Integer({ minimum: 0, maximum: 9999, description: 'Only this release year', examples: [1994] })),
-  minRating: Type.Optional(Type.Number({ minimum: 0, maximum: 10, description: 'Only ratings greater than or equal to this', examples: [8.5] }))
+  year: Type.Optional(Type.Number({ description: 'Only this release year (a number that is no year matches nothing)', examples: [1994] })),
+  minRating: Type.Optional(Type.Number({ description: 'Only ratings greater than or equal to this (ratings run from 0 to 10)', examples: [8.5] }))
 })
 export type MovieListQuery = Static<typeof MovieListQuery>

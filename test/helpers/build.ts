@@ -3,9 +3,9 @@ import { buildApp, type App, type BuildOptions } from '../../src/app.js'
 import { loadConfig, type AppConfig } from '../../src/config.js'
 import { freshDatabase } from './database.js'
 
-/** The configuration every test starts from: no network defaults, no rate limit, quiet logs. */
+/** The configuration every test starts from: no network defaults, no rate limit, no load shedding, quiet logs. */
 export function testConfig (over: Partial<AppConfig> = {}): AppConfig {
-  return { ...loadConfig({ AUTH_ISSUER: 'http://127.0.0.1:9', RATE_LIMIT_MAX: '0', LOG_LEVEL: 'silent' }), ...over }
+  return { ...loadConfig({ AUTH_ISSUER: 'http://127.0.0.1:9', RATE_LIMIT_MAX: '0', LOG_LEVEL: 'silent', MAX_EVENT_LOOP_DELAY_MS: '0' }), ...over }
 }
 
 export interface BuildTestOptions extends BuildOptions {

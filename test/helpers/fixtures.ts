@@ -30,7 +30,9 @@ export async function createMessages (
   const created: Message[] = []
   for (let i = 0; i < n; i++) {
     const over = typeof overrides === 'function' ? overrides(i) : overrides
-    created.push(await app.messagesRepository.create({ content: `message ${i + 1}`, ...over, author }))
+    const message = await app.messagesRepository.create(author.subjectId, { content: `message ${i + 1}`, ...over })
+    if (message === null) throw new Error(`no user ${authorId}`)
+    created.push(message)
   }
   return created
 }

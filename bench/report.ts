@@ -1,0 +1,152 @@
+/** Renders benchmark results: the terminal/Markdown table and the SVG chart. Pure functions, no I/O. */
+
+export type Target = 'service' | 'baseline' | 'ceiling'
+export const TARGETS: readonly Target[] = ['service', 'baseline', 'ceiling']
+
+export interface Measurement {
+  requests: number
+  rps: number
+  p50: number
+  p99: number
+  non2xx: number
+  errors: number
+  /** Peak resident set size of the server process during the row, in MB. */
+  peakRssMb: number
+  problems: string[]
+}
+
+export interface RowReport {
+  key: string
+  name: string
+  results: Partial<Record<Target, Measurement>>
+}
+
+export interface Machine {
+  cpus: number
+  cpuModel: string
+  memoryGb: number
+  node: string
+  postgres: string
+  os: string
+}
+
+export interface BenchReport {
+  date: string
+  machine: Machine
+  messages: number
+  durationSeconds: number
+  connections: number
+  rssLimitMb: number
+  rows: RowReport[]
+}
+
+export const failed = (m: Measurement | undefined): boolean => m !== undefined && m.problems.length > 0
+
+export function ratio (a: Measurement | undefined, b: Measurement | undefined): string {
+  if (a === undefined || b === undefined || b.rps <= 0) return '—'
+  const r = a.rps / b.rps
+  return `${r >= 10 ? r.toFixed(0) : r.toFixed(2)}×`
+}
+
+const int = (n: number): string => Math.round(n).toLocaleString('en-US')
+const ms = (n: number): string => n.toFixed(n < 10 ? 2 : 1)
+
+function cells (m: Measurement | undefined): string[] {
+  if (m === undefined) return ['—', '—', '—']
+  return [int(m.rps) + (failed(m) ? ' FAILED' : ''), ms(m.p50), ms(m.p99)]
+}
+
+export function machineLine (m: Machine): string {
+  return `${m.cpus} × ${m.cpuModel}, ${m.memoryGb.toFixed(1)} GB memory, ${m.os}, Node ${m.node}, ${m.postgres}`
+}
+
+/** The Markdown report: one line per row, service beside baseline and ceiling, then failures. */
+export function renderMarkdown (report: BenchReport): string {
+  const lines = [
+    `# Benchmark, ${report.date}`,
+    '',
+    `Machine: ${machineLine(report.machine)}.`,
+    `${int(report.messages)} messages, ${report.connections} connections, ${report.durationSeconds} s per row and server; ` +
+      'server processes and load generator on the same machine.',
+    '',
+    '| Row | Service req/s | p50 ms | p99 ms | Baseline req/s | p50 ms | p99 ms | Ceiling req/s | p99 ms | Service ÷ baseline | Service ÷ ceiling | Non-2xx / errors (service) | Peak RSS MB (service) | Status |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|'
+  ]
+  for (const row of report.rows) {
+    const { service, baseline, ceiling } = row.results
+    // The row is the service's: a reference that cannot answer in time (the baseline's deep pages) is
+    // reported beside it, not as the service failing.
+    const status = failed(service)
+      ? 'FAILED'
+      : service !== undefined && service.peakRssMb > report.rssLimitMb
+        ? `RSS over ${report.rssLimitMb} MB`
+        : TARGETS.some((t) => failed(row.results[t])) ? 'ok (a reference failed)' : 'ok'
+    const [s, s50, s99] = cells(service)
+    const [b, b50, b99] = cells(baseline)
+    const [c, , c99] = cells(ceiling)
+    lines.push(`| ${row.name} | ${s} | ${s50} | ${s99} | ${b} | ${b50} | ${b99} | ${c} | ${c99} | ${ratio(service, baseline)} | ${ratio(service, ceiling)} | ` +
+      `${service === undefined ? '—' : `${service.non2xx} / ${service.errors}`} | ${service === undefined ? '—' : service.peakRssMb.toFixed(0)} | ${status} |`)
+  }
+  const failures = report.rows.flatMap((row) => TARGETS.flatMap((t) => (row.results[t]?.problems ?? []).map((p) => `- ${row.name} (${t}): ${p}`)))
+  if (failures.length > 0) lines.push('', 'Failures:', '', ...failures)
+  return lines.join('\n') + '\n'
+}
+
+const escapeXml = (s: string): string => s.replace(/[<>&"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c]!)
+
+const COLORS: Record<Target, string> = { service: '#2563eb', baseline: '#9ca3af', ceiling: '#f59e0b' }
+
+/**
+ * Two horizontal bar panels, one line per row: req/s (log scale, as rows differ by orders of magnitude) and
+ * p99 latency (log scale), with service, baseline and ceiling bars side by side.
+ */
+export function renderSvg (report: BenchReport): string {
+  const labelWidth = 250
+  const panelWidth = 330
+  const gap = 40
+  const barHeight = 9
+  const rowHeight = barHeight * 3 + 10
+  const top = 70
+  const height = top + report.rows.length * rowHeight + 40
+  const width = labelWidth + panelWidth * 2 + gap + 20
+  const out: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
+    `<rect width="${width}" height="${height}" fill="#fff"/>`,
+    `<text x="10" y="18" font-size="14" font-weight="bold">${escapeXml(`Benchmark: ${int(report.messages)} messages, ${report.connections} connections, ${report.durationSeconds} s per row`)}</text>`,
+    `<text x="10" y="34" fill="#555">${escapeXml(machineLine(report.machine))}</text>`
+  ]
+  TARGETS.forEach((t, i) => {
+    out.push(`<rect x="${10 + i * 90}" y="42" width="10" height="10" fill="${COLORS[t]}"/><text x="${24 + i * 90}" y="51">${t}</text>`)
+  })
+  const panels = [
+    { title: 'requests/s (log scale, longer is better)', value: (m: Measurement) => m.rps, format: int },
+    { title: 'p99 latency ms (log scale, shorter is better)', value: (m: Measurement) => m.p99, format: ms }
+  ]
+  panels.forEach((panel, p) => {
+    const x0 = labelWidth + p * (panelWidth + gap)
+    const values = report.rows.flatMap((r) => TARGETS.flatMap((t) => r.results[t] === undefined ? [] : [panel.value(r.results[t]!)]))
+    const max = Math.max(10, ...values)
+    const scale = (v: number): number => v <= 0 ? 0 : Math.max(1, (Math.log10(Math.max(1, v)) + 0.3) / (Math.log10(max) + 0.3) * (panelWidth - 60))
+    out.push(`<text x="${x0}" y="${top - 6}" font-weight="bold">${escapeXml(panel.title)}</text>`)
+    out.push(`<line x1="${x0}" y1="${top}" x2="${x0}" y2="${height - 40}" stroke="#333"/>`)
+    report.rows.forEach((row, r) => {
+      let y = top + r * rowHeight + 4
+      for (const t of TARGETS) {
+        const m = row.results[t]
+        if (m !== undefined) {
+          const w = scale(panel.value(m))
+          out.push(`<rect x="${x0}" y="${y}" width="${w.toFixed(1)}" height="${barHeight}" fill="${failed(m) ? '#dc2626' : COLORS[t]}"/>`)
+          out.push(`<text x="${(x0 + w + 3).toFixed(1)}" y="${y + barHeight - 1}" font-size="9">${panel.format(panel.value(m))}${failed(m) ? ' FAILED' : ''}</text>`)
+        }
+        y += barHeight
+      }
+    })
+  })
+  report.rows.forEach((row, r) => {
+    const y = top + r * rowHeight + 4 + barHeight * 2
+    out.push(`<text x="${labelWidth - 8}" y="${y}" text-anchor="end">${escapeXml(row.name)}</text>`)
+  })
+  out.push(`<text x="10" y="${height - 14}" fill="#555">${escapeXml(`${report.date}; red bars: the row had non-2xx responses, errors or wrong bodies`)}</text>`)
+  out.push('</svg>')
+  return out.join('\n') + '\n'
+}

@@ -1,0 +1,1 @@
+DROP TABLE "row_counts" CASCADE;

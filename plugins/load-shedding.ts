@@ -1,0 +1,34 @@
+// load-shedding: past MAX_EVENT_LOOP_DELAY_MS the service answers 503 at once instead of letting
+// every queued request time out (CONTRACT 11). The probes are exempt.
+import underPressure from '@fastify/under-pressure'
+import fp from 'fastify-plugin'
+import { ServiceUnavailableError } from '../src/errors.js'
+
+export interface LoadSheddingOptions {
+  /** Event-loop delay limit in ms; 0 turns shedding off. */
+  maxEventLoopDelayMs: number
+}
+
+// Seconds a shed caller should wait: one sampling interval is enough for the loop to be re-measured.
+const RETRY_AFTER_SECONDS = 1
+const RETRY_AFTER = String(RETRY_AFTER_SECONDS)
+const SAMPLE_INTERVAL_MS = 250
+export const PROBES = new Set(['/health', '/health/ready'])
+
+export default fp<LoadSheddingOptions>(async function loadShedding (app, opts) {
+  if (opts.maxEventLoopDelayMs === 0) return
+  await app.register(underPressure, {
+    maxEventLoopDelay: opts.maxEventLoopDelayMs,
+    sampleInterval: SAMPLE_INTERVAL_MS,
+    retryAfter: RETRY_AFTER_SECONDS,
+    exposeStatusRoute: false,
+    // The usual error shape: the error handler turns this into {"error":"Service unavailable"}.
+    // Only called under pressure. Resolving lets the request through; a rejection goes to the
+    // error handler, which gives the usual shape.
+    pressureHandler: async (request, reply) => {
+      if (PROBES.has(request.routeOptions.url ?? '')) return
+      reply.header('retry-after', RETRY_AFTER)
+      throw new ServiceUnavailableError()
+    }
+  })
+}, { name: 'load-shedding', fastify: '5.x', dependencies: ['errors'] })

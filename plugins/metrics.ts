@@ -1,0 +1,106 @@
+// metrics: GET /metrics in the Prometheus text format (CONTRACT 11), through prom-client.
+import { subscribe } from 'node:diagnostics_channel'
+import { timingSafeEqual } from 'node:crypto'
+import { sql } from 'drizzle-orm'
+import fp from 'fastify-plugin'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { UnauthorizedError } from '../src/errors.js'
+
+export interface MetricsPluginOptions {
+  /** Bearer token the scrape must present; undefined leaves /metrics open. */
+  token: string | undefined
+  /** AUTH_ISSUER: outbound requests to it are counted as key-set fetches or userinfo calls. */
+  issuer: string
+  /** postgres: connections are read from pg_stat_activity; pglite: one embedded connection. */
+  driver: 'postgres' | 'pglite'
+  poolSize: number
+}
+
+// Requests that are not routed share one label value, so random URLs cannot grow the label set.
+const UNMATCHED = 'unmatched'
+const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+interface UndiciRequestMessage { request: { origin?: unknown, path?: unknown } }
+
+function sameToken (given: string | undefined, expected: string): boolean {
+  if (given === undefined) return false
+  const a = Buffer.from(given)
+  const b = Buffer.from(`Bearer ${expected}`)
+  return a.length === b.length && timingSafeEqual(a, b)
+}
+
+export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
+  const register = new Registry()
+  collectDefaultMetrics({ register })
+
+  const duration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time from request to response, by route pattern',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    buckets: BUCKETS,
+    registers: [register]
+  })
+  const keySetFetches = new Counter({ name: 'auth_jwks_fetches_total', help: 'Key-set fetches sent to the identity provider', registers: [register] })
+  const userinfoCalls = new Counter({ name: 'auth_userinfo_requests_total', help: 'Userinfo calls sent to the identity provider', registers: [register] })
+
+  // Counted where the requests leave the process (undici's diagnostics channel), for this issuer only.
+  const issuerOrigin = new URL(opts.issuer).origin
+  const onUndiciRequest = (message: unknown): void => {
+    const { origin, path } = (message as UndiciRequestMessage).request
+    // origin is a string or a URL depending on the caller.
+    if (origin === undefined || origin === null || typeof path !== 'string' || new URL(String(origin)).origin !== issuerOrigin) return
+    if (path.startsWith('/.well-known/jwks.json')) keySetFetches.inc()
+    else if (path.startsWith('/v2/oauth/userinfo')) userinfoCalls.inc()
+  }
+  subscribe('undici:request:create', onUndiciRequest)
+  app.addHook('onClose', async () => {
+    const { unsubscribe } = await import('node:diagnostics_channel')
+    unsubscribe('undici:request:create', onUndiciRequest)
+  })
+
+  // Pool gauges, read at scrape time. postgres.js does not expose its pool, so the server's own
+  // view of this application's connections is used (all instances sharing the database).
+  new Gauge({ name: 'db_pool_max_connections', help: 'Configured maximum connections of this instance', registers: [register] }).set(opts.driver === 'pglite' ? 1 : opts.poolSize)
+  register.registerMetric(new Gauge({
+    name: 'db_connections',
+    help: 'Database connections of messages-api by state (postgres: pg_stat_activity of this database; pglite: the one embedded connection)',
+    labelNames: ['state'] as const,
+    registers: [],
+    async collect () {
+      if (opts.driver === 'pglite') {
+        this.set({ state: 'active' }, 1)
+        this.set({ state: 'idle' }, 0)
+        return
+      }
+      try {
+        const rows = await app.db.execute(sql`select count(*) filter (where state = 'active')::int as active, count(*) filter (where state <> 'active')::int as idle from pg_stat_activity where datname = current_database() and application_name = 'messages-api' and pid <> pg_backend_pid()`) as unknown as Array<{ active: number, idle: number }>
+        const row = Array.isArray(rows) ? rows[0] : (rows as unknown as { rows: Array<{ active: number, idle: number }> }).rows[0]
+        this.set({ state: 'active' }, row?.active ?? 0)
+        this.set({ state: 'idle' }, row?.idle ?? 0)
+      } catch {
+        // An unreachable database leaves the last values; the scrape itself still succeeds.
+      }
+    }
+  }))
+
+  // Synchronous: one observe per request, the route pattern as label, /metrics itself excluded.
+  app.addHook('onResponse', function (request, reply, done) {
+    const route = request.routeOptions.url
+    if (route !== '/metrics') {
+      duration.observe({ method: request.method, route: route ?? UNMATCHED, status_code: reply.statusCode }, reply.elapsedTime / 1000)
+    }
+    done()
+  })
+
+  app.get('/metrics', {
+    schema: { hide: true },
+    config: { rateLimit: false }
+  }, async function (request, reply) {
+    if (opts.token !== undefined && !sameToken(request.headers.authorization, opts.token)) {
+      reply.header('www-authenticate', 'Bearer realm="metrics"')
+      throw new UnauthorizedError()
+    }
+    reply.type(register.contentType)
+    return await register.metrics()
+  })
+}, { name: 'metrics', fastify: '5.x', dependencies: ['db'] })

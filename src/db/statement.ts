@@ -1,0 +1,29 @@
+import type { SQL } from 'drizzle-orm'
+import { PgDialect, type PgPreparedQuery, type PreparedQueryConfig } from 'drizzle-orm/pg-core'
+import type { Database } from './client.js'
+
+const dialect = new PgDialect()
+
+/** A statement built once and run many times: `params` fill its `sql.placeholder()`s. */
+export type Statement<Row> = (db: Database, params: Record<string, unknown>) => Promise<Row[]>
+
+/**
+ * Turns SQL into a named prepared statement, rendered once and prepared once per database handle
+ * (the primary or a replica). The hot read paths use it: rendering a query on every request, and
+ * planning it, cost more than running it. Rows come back as the driver parses them, so the SQL casts
+ * what it returns to types both drivers parse alike (float8, text).
+ */
+export function statement<Row> (name: string, query: SQL): Statement<Row> {
+  const rendered = dialect.sqlToQuery(query)
+  const prepared = new WeakMap<Database, PgPreparedQuery<PreparedQueryConfig>>()
+  return async function run (db, params) {
+    let query = prepared.get(db)
+    if (query === undefined) {
+      query = db._.session.prepareQuery(rendered, undefined, name, false)
+      prepared.set(db, query)
+    }
+    const result = await query.execute(params) as Row[] | { rows: Row[] }
+    // postgres.js answers with the rows, PGlite with a result object holding them.
+    return Array.isArray(result) ? result : result.rows
+  }
+}

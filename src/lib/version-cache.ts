@@ -1,0 +1,89 @@
+import { sql } from 'drizzle-orm'
+import type { Database } from '../db/client.js'
+import { statement } from '../db/statement.js'
+
+// Collection reads are remembered with the versions of the tables they read (drizzle/0006: every
+// row any statement writes, from any client, grows its table's version). Each request reads the
+// current versions first; an entry is served only when they are unchanged, so a write is visible to
+// the next read. Version reads are shared: every request that arrives while one is running waits for
+// the next one, which starts after they arrived and so sees every write committed before them.
+
+export type Versions = string
+
+const readVersions = statement<{ versions: string }>('table_versions', sql`
+  SELECT coalesce(string_agg(table_name || '=' || w, ',' ORDER BY table_name), '') AS versions FROM (
+    SELECT c.table_name, sum(c.writes) AS w FROM pagination_counts c
+    WHERE c.key = '' AND c.dim = 'total' AND c.bucket = 0 GROUP BY c.table_name) v`)
+
+function createVersionReader () {
+  const running = new WeakMap<Database, Promise<Versions>>()
+  const queued = new WeakMap<Database, Promise<Versions>>()
+
+  return function versions (db: Database): Promise<Versions> {
+    const current = running.get(db)
+    if (current === undefined) {
+      const read = readVersions(db, {}).then(([row]) => row?.versions ?? '')
+      running.set(db, read)
+      const done = () => { if (running.get(db) === read) running.delete(db) }
+      read.then(done, done)
+      return read
+    }
+    let next = queued.get(db)
+    if (next === undefined) {
+      next = current.then(() => undefined, () => undefined).then(() => {
+        queued.delete(db)
+        return versions(db)
+      })
+      queued.set(db, next)
+    }
+    return next
+  }
+}
+
+interface Entry<T> { versions: Versions, value: T, size: number }
+
+/** Least-recently-used entries, bounded by an estimate of the bytes they hold. */
+export class VersionedCache<T> {
+  readonly #entries = new Map<string, Entry<T>>()
+  readonly #maxBytes: number
+  readonly #sizeOf: (value: T) => number
+  readonly #versions = createVersionReader()
+  #held = 0
+
+  constructor (maxBytes: number, sizeOf: (value: T) => number) {
+    this.#maxBytes = maxBytes
+    this.#sizeOf = sizeOf
+  }
+
+  /** The value for `key` as the database now holds it: remembered, or computed and remembered. */
+  async read (db: Database, key: string, compute: () => Promise<T>): Promise<T> {
+    const versions = await this.#versions(db)
+    const hit = this.#entries.get(key)
+    if (hit !== undefined && hit.versions === versions) {
+      this.#entries.delete(key)
+      this.#entries.set(key, hit)
+      return hit.value
+    }
+    // Computed after the versions were read: if a write lands in between, the entry is newer than
+    // its versions say, and the next read simply computes it again.
+    const value = await compute()
+    this.#store(key, { versions, value, size: this.#sizeOf(value) })
+    return value
+  }
+
+  #store (key: string, entry: Entry<T>): void {
+    const old = this.#entries.get(key)
+    if (old !== undefined) {
+      this.#entries.delete(key)
+      this.#held -= old.size
+    }
+    if (entry.size > this.#maxBytes / 8) return
+    this.#entries.set(key, entry)
+    this.#held += entry.size
+    for (const [oldest, old] of this.#entries) {
+      if (this.#held <= this.#maxBytes) break
+      this.#entries.delete(oldest)
+      this.#held -= old.size
+    }
+  }
+}

@@ -1,0 +1,69 @@
+import t from 'tap'
+import { ratio, renderMarkdown, renderSvg, type BenchReport, type Measurement } from '../bench/report.js'
+import { freshDatabase } from './helpers/database.js'
+import { copyTimestamp, createRandom, generateMessage, messageContent, SEARCH_WORDS, seedDatabase } from '../scripts/seed.js'
+
+const measurement = (rps: number, problems: string[] = []): Measurement =>
+  ({ requests: rps * 8, rps, p50: 1.5, p99: 12, non2xx: problems.length, errors: 0, peakRssMb: 120, problems })
+
+const report: BenchReport = {
+  date: '2026-01-01T00:00:00.000Z',
+  machine: { cpus: 2, cpuModel: 'Test CPU', memoryGb: 8, node: 'v20.0.0', postgres: 'PostgreSQL 15.0', os: 'Linux 6' },
+  messages: 1_000_000,
+  durationSeconds: 8,
+  connections: 50,
+  rssLimitMb: 250,
+  rows: [
+    { key: 'health', name: 'GET /health', results: { service: measurement(30_000), baseline: measurement(36_000), ceiling: measurement(40_000) } },
+    { key: 'post', name: 'POST /v2/messages <&>', results: { service: measurement(3000, ['non-2xx responses: 3× 500']), baseline: measurement(1000) } }
+  ]
+}
+
+t.test('the Markdown table shows ratios, failures and the machine', async (t) => {
+  const markdown = renderMarkdown(report)
+  t.match(markdown, '| GET /health | 30,000 | 1.50 | 12.0 | 36,000 | 1.50 | 12.0 | 40,000 | 12.0 | 0.83× | 0.75× | 0 / 0 | 120 | ok |')
+  t.match(markdown, '| POST /v2/messages <&> | 3,000 FAILED |')
+  t.match(markdown, '| 3.00× | — |')
+  t.match(markdown, '- POST /v2/messages <&> (service): non-2xx responses: 3× 500')
+  t.match(markdown, '2 × Test CPU, 8.0 GB memory, Linux 6, Node v20.0.0, PostgreSQL 15.0')
+  t.equal(ratio(measurement(2000), measurement(10)), '200×')
+  t.equal(ratio(measurement(1), undefined), '—')
+})
+
+t.test('the SVG chart is well formed, escapes names and marks failed bars', async (t) => {
+  const svg = renderSvg(report)
+  t.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/)
+  t.match(svg, 'POST /v2/messages &lt;&amp;&gt;')
+  t.notMatch(svg, '<&>')
+  t.match(svg, 'fill="#dc2626"')
+  t.equal(svg.match(/<rect /g)?.length, 1 + 3 + 2 * 5, 'background, legend, one bar per server and panel')
+})
+
+t.test('the search word is in 7.5% of generated messages', async (t) => {
+  const random = createRandom(7)
+  const n = 40_000
+  let hits = 0
+  for (let i = 0; i < n; i++) if (messageContent(random).includes('quokka')) hits++
+  t.equal(SEARCH_WORDS.quokka, 0.075)
+  t.ok(Math.abs(hits / n - 0.075) < 0.005, `share ${hits / n}`)
+  const message = generateMessage(random)
+  t.ok(['low', 'normal', 'high', 'urgent'].includes(message.priority))
+})
+
+t.test('COPY timestamps are the UTC instant, to the millisecond', async (t) => {
+  for (const ms of [0, 1_700_000_000_123, 1_735_689_599_999]) {
+    const iso = new Date(ms).toISOString()
+    t.equal(copyTimestamp(ms), `${iso.slice(0, 10)} ${iso.slice(11, 23)}+00`)
+  }
+})
+
+t.test('the seed fills an empty database and tops it up with --if-empty', async (t) => {
+  // PostgreSQL (COPY) when TEST_DATABASE_URL is set, else an in-memory PGlite (batched inserts).
+  const database = await freshDatabase()
+  t.teardown(database.drop)
+  const first = await seedDatabase({ url: database.url, messages: 300, users: 20, ifEmpty: true, quiet: true })
+  t.match(first, { users: 20, newUsers: 20, insertedMessages: 300, totalMessages: 300 })
+  if (database.url === 'memory://') return
+  const again = await seedDatabase({ url: database.url, messages: 500, users: 20, ifEmpty: true, quiet: true })
+  t.match(again, { newUsers: 0, insertedMessages: 200, totalMessages: 500 })
+})

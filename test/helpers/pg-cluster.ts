@@ -1,0 +1,147 @@
+import { execFileSync, spawnSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { appendFile, chmod, chown, mkdtemp, rm } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+
+/**
+ * Throwaway PostgreSQL servers of the machine's own binaries, in a temporary folder, on free
+ * loopback ports: a primary and, on request, a streaming replica made with pg_basebackup -R.
+ * The shared server is never touched. Everything is stopped and removed by `stop`, and, should
+ * the process exit without it, by an exit hook.
+ */
+export interface PgCluster {
+  primaryUrl: (database?: string) => string
+  replicaUrl: (database?: string) => string
+  /** pg_ctl stop on the replica (fast mode: sessions are ended, new connections refused). */
+  stopReplica: () => void
+  stop: () => Promise<void>
+}
+
+const BIN_CANDIDATES = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin']
+
+function binDir (): string {
+  try {
+    const dir = execFileSync('pg_config', ['--bindir'], { encoding: 'utf8' }).trim()
+    if (existsSync(join(dir, 'initdb'))) return dir
+  } catch {}
+  const found = BIN_CANDIDATES.find((dir) => existsSync(join(dir, 'initdb')))
+  if (found === undefined) throw new Error('PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) not found')
+  return found
+}
+
+async function freePort (): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')))
+    })
+  })
+}
+
+// PostgreSQL refuses to run as root: the servers run as the postgres user then.
+const asRoot = process.getuid?.() === 0
+
+function ids (user: string): { uid: number, gid: number } {
+  return { uid: Number(execFileSync('id', ['-u', user], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', user], { encoding: 'utf8' })) }
+}
+
+function run (bin: string, args: string[], timeoutMs = 60_000): void {
+  const [command, commandArgs] = asRoot ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args]
+  const result = spawnSync(command, commandArgs, { encoding: 'utf8', timeout: timeoutMs })
+  if (result.status !== 0) {
+    throw new Error(`${bin.split('/').pop() ?? bin} ${args.join(' ')} failed (${result.status ?? result.signal ?? result.error?.message}): ${result.stderr}${result.stdout}`.slice(0, 2000))
+  }
+}
+
+export async function startPgCluster (options: { replica: boolean }): Promise<PgCluster> {
+  const bin = binDir()
+  const root = await mkdtemp(join(tmpdir(), 'pg-cluster-'))
+  const primaryDir = join(root, 'primary')
+  const replicaDir = join(root, 'replica')
+  const [primaryPort, replicaPort] = [await freePort(), await freePort()]
+  const running: string[] = []
+  const stopSync = (mode: string) => {
+    for (const dir of running.splice(0)) {
+      try { run(join(bin, 'pg_ctl'), ['-D', dir, '-m', mode, '-w', 'stop'], 30_000) } catch {}
+    }
+  }
+  const onExit = () => stopSync('immediate')
+  process.once('exit', onExit)
+
+  async function stop (): Promise<void> {
+    stopSync('fast')
+    process.removeListener('exit', onExit)
+    await rm(root, { recursive: true, force: true })
+  }
+
+  try {
+    if (asRoot) {
+      const { uid, gid } = ids('postgres')
+      await chown(root, uid, gid)
+    }
+    await chmod(root, 0o700)
+    run(join(bin, 'initdb'), ['-D', primaryDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'])
+    // Throwaway servers: speed over durability. hot_standby_feedback keeps the replica's
+    // long reads from being cancelled by the primary's vacuum.
+    await appendFile(join(primaryDir, 'postgresql.conf'), [
+      "listen_addresses = '127.0.0.1'",
+      `port = ${primaryPort}`,
+      `unix_socket_directories = '${root}'`,
+      'fsync = off', 'synchronous_commit = off', 'full_page_writes = off',
+      'wal_level = replica', 'max_wal_senders = 4', 'hot_standby = on', 'hot_standby_feedback = on',
+      'max_connections = 60', 'shared_buffers = 32MB', ''
+    ].join('\n'))
+    run(join(bin, 'pg_ctl'), ['-D', primaryDir, '-l', join(root, 'primary.log'), '-w', '-t', '60', 'start'])
+    running.push(primaryDir)
+
+    if (options.replica) {
+      run(join(bin, 'pg_basebackup'), ['-h', '127.0.0.1', '-p', String(primaryPort), '-U', 'postgres', '-D', replicaDir, '-R', '-X', 'stream', '--no-sync'])
+      await appendFile(join(replicaDir, 'postgresql.conf'), `port = ${replicaPort}\n`)
+      run(join(bin, 'pg_ctl'), ['-D', replicaDir, '-l', join(root, 'replica.log'), '-w', '-t', '60', 'start'])
+      running.push(replicaDir)
+    }
+  } catch (err) {
+    await stop()
+    throw err
+  }
+
+  const url = (port: number, database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`
+  return {
+    primaryUrl: (database = 'postgres') => url(primaryPort, database),
+    replicaUrl: (database = 'postgres') => url(replicaPort, database),
+    stopReplica () {
+      const index = running.indexOf(replicaDir)
+      if (index === -1) return
+      running.splice(index, 1)
+      run(join(bin, 'pg_ctl'), ['-D', replicaDir, '-m', 'fast', '-w', 'stop'], 30_000)
+    },
+    stop
+  }
+}
+
+/**
+ * Waits until the replica has replayed everything the primary has committed so far. The insert
+ * position, not the write position: with synchronous_commit off a commit's record can still sit in
+ * the WAL buffers, ahead of what has been written.
+ */
+export async function waitForReplay (primaryUrl: string, replicaUrl: string, timeoutMs = 20_000): Promise<void> {
+  const primary = postgres(primaryUrl, { max: 1, onnotice: () => {} })
+  const replica = postgres(replicaUrl, { max: 1, onnotice: () => {} })
+  try {
+    const [{ lsn }] = await primary`select pg_current_wal_insert_lsn()::text as lsn` as unknown as [{ lsn: string }]
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      const [row] = await replica`select pg_last_wal_replay_lsn() >= ${lsn}::pg_lsn as done` as unknown as [{ done: boolean | null }]
+      if (row.done === true) return
+      if (Date.now() > deadline) throw new Error(`replica did not replay up to ${lsn} within ${timeoutMs} ms`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  } finally {
+    await Promise.all([primary.end(), replica.end()])
+  }
+}

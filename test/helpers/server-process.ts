@@ -1,0 +1,94 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { PGlite } from '@electric-sql/pglite'
+import { pg_trgm as pgTrgm } from '@electric-sql/pglite/contrib/pg_trgm'
+import postgres from 'postgres'
+import type { Test } from 'tap'
+import { freshDatabase } from './database.js'
+
+const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
+// Resolved here, so the child finds tsx whatever its working directory.
+const TSX = import.meta.resolve('tsx')
+
+export interface ServerProcess {
+  url: string
+  child: ChildProcess
+  /** Every stdout line the server wrote so far (JSON logs). */
+  lines: string[]
+  /** Resolves with the exit code (or signal) once the process has exited. */
+  exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
+}
+
+/**
+ * A database a real server process can use and the test can count in afterwards: a fresh
+ * PostgreSQL database when TEST_DATABASE_URL is set, else a PGlite data directory on disk
+ * (the server runs with that directory's parent as cwd, so its default ./.data/pglite lands there).
+ */
+export interface ProcessDatabase {
+  env: Record<string, string>
+  cwd: string
+  /** Runs one SQL query; for PGlite only while no server holds the directory. */
+  query: <T extends Record<string, unknown>>(text: string) => Promise<T[]>
+}
+
+export async function processDatabase (t: Test): Promise<ProcessDatabase> {
+  const cwd = await mkdtemp(join(tmpdir(), 'messages-api-'))
+  t.teardown(async () => { await rm(cwd, { recursive: true, force: true }) })
+  if (process.env.TEST_DATABASE_URL !== undefined && process.env.TEST_DATABASE_URL !== '') {
+    const db = await freshDatabase()
+    const sql = postgres(db.url, { max: 1, onnotice: () => {} })
+    t.teardown(async () => { await sql.end(); await db.drop() })
+    return { env: { DATABASE_URL: db.url }, cwd, query: async <T extends Record<string, unknown>>(text: string) => await sql.unsafe(text) as unknown as T[] }
+  }
+  return {
+    env: {},
+    cwd,
+    async query<T extends Record<string, unknown>> (text: string): Promise<T[]> {
+      const pg = await PGlite.create({ dataDir: join(cwd, '.data/pglite'), extensions: { pg_trgm: pgTrgm } })
+      try {
+        return (await pg.query<T>(text)).rows
+      } finally {
+        await pg.close()
+      }
+    }
+  }
+}
+
+/** Spawns `node --import tsx src/server.ts` on 127.0.0.1 with an ephemeral port; killed at teardown. */
+export async function startServer (t: Test, env: Record<string, string>, cwd: string): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ['--import', TSX, SERVER], {
+    cwd,
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_MAX: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  const lines: string[] = []
+  let stderr = ''
+  const exited = new Promise<{ code: number | null, signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => { resolve({ code, signal }) })
+  })
+  t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
+  const url = await new Promise<string>((resolve, reject) => {
+    let buffer = ''
+    const timer = setTimeout(() => { reject(new Error(`server did not start: ${stderr}`)) }, 90_000)
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      buffer += chunk
+      let index
+      while ((index = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, index)
+        buffer = buffer.slice(index + 1)
+        lines.push(line)
+        const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(line)
+        if (match?.[1] !== undefined) {
+          clearTimeout(timer)
+          resolve(match[1])
+        }
+      }
+    })
+    exited.then(({ code }) => { clearTimeout(timer); reject(new Error(`server exited ${String(code)}: ${stderr}`)) }).catch(reject)
+  })
+  return { url, child, lines, exited }
+}

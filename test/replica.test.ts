@@ -1,0 +1,133 @@
+import t from 'tap'
+import { sql } from 'drizzle-orm'
+import postgres from 'postgres'
+import { buildApp, type App } from '../src/app.js'
+import { startPgCluster, waitForReplay } from './helpers/pg-cluster.js'
+import { testConfig } from './helpers/build.js'
+
+// CONTRACT 11 against a real streaming replica: a throwaway primary and replica of the machine's
+// own PostgreSQL binaries, whether or not TEST_DATABASE_URL is set.
+const DATABASE = 'messages'
+const alice = { 'x-test-user': JSON.stringify({ sub: 'alice', role: 'User', name: 'Alice' }) }
+
+interface Page { data: Array<{ id: number, content: string }>, pagination: { total: number, totalPages: number } }
+
+async function list (app: App, query = ''): Promise<{ status: number, body: Page }> {
+  const res = await app.inject({ url: `/v2/messages${query}` })
+  return { status: res.statusCode, body: res.json() }
+}
+
+async function post (app: App, content: string): Promise<number> {
+  const res = await app.inject({ method: 'POST', url: '/v2/messages', headers: alice, payload: { content, subject: 'replica' } })
+  if (res.statusCode !== 201) throw new Error(`POST /v2/messages: ${res.statusCode} ${res.body}`)
+  return res.json<{ id: number }>().id
+}
+
+t.test('reads from a streaming replica, writes to the primary, and a dead replica never fails a read', async (t) => {
+  const cluster = await startPgCluster({ replica: true })
+  t.teardown(() => cluster.stop())
+  const admin = postgres(cluster.primaryUrl(), { max: 1, onnotice: () => {} })
+  t.teardown(() => admin.end())
+  await admin.unsafe(`create database ${DATABASE}`)
+
+  const primaryUrl = cluster.primaryUrl(DATABASE)
+  const replicaUrl = cluster.replicaUrl(DATABASE)
+  await waitForReplay(cluster.primaryUrl(), cluster.replicaUrl())
+  const primary = postgres(primaryUrl, { max: 1, onnotice: () => {} })
+  const replica = postgres(replicaUrl, { max: 1, onnotice: () => {} })
+  t.teardown(() => Promise.all([primary.end(), replica.end()]))
+
+  const app = await buildApp(testConfig({ databaseUrl: primaryUrl, databaseReadUrls: [replicaUrl] }), { logger: false, testAuth: true })
+  t.teardown(() => app.close())
+  const [{ recovery }] = await replica`select pg_is_in_recovery() as recovery` as unknown as [{ recovery: boolean }]
+  t.equal(recovery, true, 'the replica is a hot standby, not a copy')
+
+  const first = await post(app, 'before the pause')
+  await waitForReplay(primaryUrl, replicaUrl)
+  t.match(await list(app), { status: 200, body: { data: [{ id: first }], pagination: { total: 1 } } })
+
+  await t.test('reads come from the replica: a paused replay hides a new message until it resumes', async (t) => {
+    await replica`select pg_wal_replay_pause()`
+    for (let i = 0; i < 100; i++) {
+      const [{ state }] = await replica`select pg_get_wal_replay_pause_state() as state` as unknown as [{ state: string }]
+      if (state === 'paused') break
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    const second = await post(app, 'written while the replica is paused')
+
+    const [onPrimary] = await primary`select count(*)::int as n from messages where id = ${second}` as unknown as [{ n: number }]
+    const [onReplica] = await replica`select count(*)::int as n from messages where id = ${second}` as unknown as [{ n: number }]
+    t.same([onPrimary.n, onReplica.n], [1, 0], 'the write went to the primary and has not reached the paused replica')
+
+    const paused = await list(app)
+    t.equal(paused.status, 200)
+    t.same(paused.body.data.map((m) => m.id), [first], 'the page is the replica\'s')
+    t.equal(paused.body.pagination.total, 1, 'so is the total')
+    t.equal((await app.inject({ url: `/v2/messages/${second}` })).statusCode, 404, 'GET by id reads the replica')
+    const search = await app.inject({ url: '/v2/messages/search?q=paused' })
+    t.match({ status: search.statusCode, body: search.json() }, { status: 200, body: { data: [], pagination: { total: 0 } } }, 'search reads the replica')
+
+    await replica`select pg_wal_replay_resume()`
+    await waitForReplay(primaryUrl, replicaUrl)
+    const resumed = await list(app, '?sort=id&order=asc')
+    t.same(resumed.body.data.map((m) => m.id), [first, second], 'after replay the new message is listed')
+    t.equal(resumed.body.pagination.total, 2)
+    t.match((await app.inject({ url: `/v2/messages/${second}` })).json(), { id: second, content: 'written while the replica is paused' })
+  })
+
+  await t.test('totals on the replica are exact once it has caught up', async (t) => {
+    const [{ userId }] = await primary`select id as "userId" from users where subject_id = 'alice'` as unknown as [{ userId: number }]
+    // A bulk load by another SQL client, straight into the primary.
+    await primary`insert into messages (content, subject, priority, author_id)
+      select 'bulk ' || g, case when g % 3 = 0 then 'third' else null end,
+             (array['low','normal','high','urgent'])[1 + g % 4]::message_priority, ${userId}
+      from generate_series(1, 437) g`
+    await primary`delete from messages where content like 'bulk %' and id % 7 = 0`
+    await waitForReplay(primaryUrl, replicaUrl)
+
+    const expected = async (where: string): Promise<number> => {
+      const [row] = await primary.unsafe(`select count(*)::int as n from messages ${where}`) as unknown as [{ n: number }]
+      return row.n
+    }
+    const cases: Array<[string, string]> = [
+      ['', ''],
+      ['?priority=urgent', "where priority = 'urgent'"],
+      ['?subject=third', "where subject = 'third'"]
+    ]
+    for (const [query, where] of cases) {
+      const total = await expected(where)
+      const page = await list(app, `${query === '' ? '?' : `${query}&`}limit=100&page=${Math.ceil(total / 100)}`)
+      t.equal(page.status, 200)
+      t.equal(page.body.pagination.total, total, `total of /v2/messages${query}`)
+      t.equal(page.body.data.length, total - 100 * (Math.ceil(total / 100) - 1), `last page of /v2/messages${query}`)
+    }
+  })
+
+  await t.test('a step the replica cannot perform, such as a write inside a read, runs on the primary', async (t) => {
+    const servedBy = await app.readDb(async (db) => {
+      await db.execute(sql`create temporary table scratch (n int)`)
+      const rows = await db.execute<{ recovery: boolean }>(sql`select pg_is_in_recovery() as recovery`) as unknown as Array<{ recovery: boolean }>
+      return rows[0]?.recovery
+    })
+    t.equal(servedBy, false, 'the hot standby refused the write; the primary served the read')
+    t.equal(await app.readDb(async (db) => {
+      const rows = await db.execute<{ recovery: boolean }>(sql`select pg_is_in_recovery() as recovery`) as unknown as Array<{ recovery: boolean }>
+      return rows[0]?.recovery
+    }), true, 'and the replica still serves the next read')
+  })
+
+  await t.test('reads survive a stopped replica; writes are unaffected', async (t) => {
+    const [{ n: total }] = await primary`select count(*)::int as n from messages` as unknown as [{ n: number }]
+    cluster.stopReplica()
+    for (let i = 0; i < 3; i++) {
+      const page = await list(app)
+      t.equal(page.status, 200, `read ${i + 1} after the replica stopped`)
+      t.equal(page.body.pagination.total, total)
+    }
+    t.equal((await app.inject({ url: '/v2/messages/search?q=bulk' })).statusCode, 200)
+    const id = await post(app, 'after the replica stopped')
+    t.match((await app.inject({ url: `/v2/messages/${id}` })).json(), { id, content: 'after the replica stopped' }, 'read from the primary at once')
+    t.equal((await list(app)).body.pagination.total, total + 1)
+    t.same((await app.inject({ url: '/health/ready' })).json(), { ok: true }, 'readiness follows the primary only')
+  })
+})
