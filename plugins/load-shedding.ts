@@ -15,8 +15,14 @@ const RETRY_AFTER = String(RETRY_AFTER_SECONDS)
 const SAMPLE_INTERVAL_MS = 250
 export const PROBES = new Set(['/health', '/health/ready'])
 
+// Samples taken before the service was ready measure start-up work (migrations, compiling the
+// routes), not load: pressure counts only once two samples have been taken after ready.
+const ARMING_DELAY_MS = 2 * SAMPLE_INTERVAL_MS
+
 export default fp<LoadSheddingOptions>(async function loadShedding (app, opts) {
   if (opts.maxEventLoopDelayMs === 0) return
+  let armedAt = Infinity
+  app.addHook('onReady', async () => { armedAt = performance.now() + ARMING_DELAY_MS })
   await app.register(underPressure, {
     maxEventLoopDelay: opts.maxEventLoopDelayMs,
     sampleInterval: SAMPLE_INTERVAL_MS,
@@ -26,7 +32,7 @@ export default fp<LoadSheddingOptions>(async function loadShedding (app, opts) {
     // Only called under pressure. Resolving lets the request through; a rejection goes to the
     // error handler, which gives the usual shape.
     pressureHandler: async (request, reply) => {
-      if (PROBES.has(request.routeOptions.url ?? '')) return
+      if (PROBES.has(request.routeOptions.url ?? '') || performance.now() < armedAt) return
       reply.header('retry-after', RETRY_AFTER)
       throw new ServiceUnavailableError()
     }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import authPlugin from '../plugins/auth.js'
 import dbPlugin from '../plugins/db.js'
 import errorsPlugin, { createErrorHandler } from '../plugins/errors.js'
@@ -92,7 +92,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     logger: options.logger ?? loggerOptions(config),
     genReqId: requestId,
     // One line per request from plugins/request-log.ts instead of Fastify's two.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     requestTimeout: REQUEST_TIMEOUT_MS,
     connectionTimeout: CONNECTION_TIMEOUT_MS,

@@ -8,6 +8,7 @@ import type { AppConfig } from '../src/config.js'
 import { testConfig } from './helpers/build.js'
 import { freshDatabase } from './helpers/database.js'
 import { startTestIdp } from './helpers/idp.js'
+import { processDatabase, startServer } from './helpers/server-process.js'
 
 const AUDIENCE = 'messages-api-test'
 
@@ -47,6 +48,20 @@ t.test('a blocked event loop sheds requests with 503 and Retry-After; probes sti
   t.equal(shed.headers['retry-after'], '1')
   t.equal(health.status, 200, '/health is exempt')
   t.equal(ready.status, 200, '/health/ready is exempt')
+})
+
+t.test('a process that has just started does not shed: start-up work is not overload', async (t) => {
+  // Migrations and route compilation stall the loop before the server is ready; the samples that
+  // saw them must not turn the first requests away. 50 ms is far below the stall of a start-up.
+  const db = await processDatabase(t)
+  const server = await startServer(t, { ...db.env, AUTH_ISSUER: 'http://127.0.0.1:9', MAX_EVENT_LOOP_DELAY_MS: '50' }, db.cwd)
+  const statuses: number[] = []
+  const until = Date.now() + 1_000
+  while (Date.now() < until) statuses.push((await get(`${server.url}/v2/movies?limit=1`)).status)
+  t.ok(statuses.length > 5, `${statuses.length} requests in the first second`)
+  t.same([...new Set(statuses)], [200], 'every request in the first second is served')
+  server.child.kill('SIGTERM')
+  t.same(await server.exited, { code: 0, signal: null })
 })
 
 t.test('the probes are never rate limited', async (t) => {

@@ -1,9 +1,11 @@
 import { sql } from 'drizzle-orm'
 import postgres from 'postgres'
-import t from 'tap'
-import type { App } from '../src/app.js'
+import t, { type Test } from 'tap'
+import { buildApp, type App } from '../src/app.js'
+import { testConfig } from './helpers/build.js'
 import { buildWithUrl } from './helpers/exactness.js'
 import { createAuthor, queryRows } from './helpers/fixtures.js'
+import { startPgCluster } from './helpers/pg-cluster.js'
 
 // The counters behind totals and deep pages (drizzle/0006), the grouped writes, and the page cache,
 // seen from outside: whatever writes, through the API or by SQL, the next read is exact.
@@ -121,14 +123,23 @@ t.test('the next read after any write is exact: SQL writes, cached pages, compac
   t.same(await get(app, '/v2/messages'), { status: 200, body: empty() }, 'after TRUNCATE: empty, whatever was cached')
 })
 
-t.test('PostgreSQL: another client\'s open bulk load does not hold up API writes', async (t) => {
+/**
+ * An app on PostgreSQL, where two clients can hold transactions at once: the server under test when
+ * TEST_DATABASE_URL is set, else a throwaway server of the machine's own binaries (PGlite has one
+ * in-process connection, so the property below cannot arise there).
+ */
+async function onServer (t: Test): Promise<{ app: App, url: string }> {
   const server = process.env.TEST_DATABASE_URL
-  if (server === undefined || server === '') {
-    // One in-process connection: PGlite cannot hold two transactions open at once.
-    t.pass('needs two connections: runs with TEST_DATABASE_URL (as CI does)')
-    return
-  }
-  const { app, url } = await start()
+  if (server !== undefined && server !== '') return start()
+  const cluster = await startPgCluster({ replica: false })
+  t.teardown(() => cluster.stop())
+  const app = await buildApp(testConfig({ databaseUrl: cluster.primaryUrl() }), { logger: false, testAuth: true })
+  t.teardown(() => app.close())
+  return { app, url: cluster.primaryUrl() }
+}
+
+t.test('another client\'s open bulk load on PostgreSQL does not hold up API writes', async (t) => {
+  const { app, url } = await onServer(t)
   await createAuthor(app, 'bulk')
   await createAuthor(app, 'api')
   const bulk = postgres(url, { max: 1, onnotice: () => {} })

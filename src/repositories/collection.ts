@@ -43,6 +43,9 @@ export { hashKey, plainKey }
 
 export const placeholder = (name: string) => sql.placeholder(name)
 
+/** A timestamptz column as the API's ISO-8601 text, rendered by PostgreSQL so no Date is built per row. */
+export const isoTimestamp = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+
 // CONTRACT 7: ties broken by id ascending, whatever the direction of the sort.
 function orderSql (expr: string, order: SortOrder, reversed: boolean): string {
   const desc = (order === 'desc') !== reversed

@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement } from '../db/statement.js'
-import type { Message, MessageRow, NewMessage } from './messages.js'
+import { MESSAGE_COLUMNS, toMessage, type MessageRow } from './message-row.js'
+import type { Message, NewMessage } from './messages.js'
 
 // Concurrent creates are written together: while a few inserts are in flight, new ones queue and
 // go as one multi-row INSERT, one statement, one commit, one WAL flush and one trigger run for the
@@ -29,9 +30,7 @@ const insertGroup = statement<MessageRow & { subject_id: string }>('messages_ins
     INSERT INTO messages (content, subject, priority, author_id)
     SELECT i.content, i.subject, i.priority::message_priority, u.id FROM input i JOIN users u ON u.subject_id = i.subject_id ORDER BY i.ord
     RETURNING id, content, subject, priority, author_id, created_at)
-  SELECT m.id::float8 AS id, m.content, m.subject, m.priority::text AS priority, m.author_id::float8 AS author_id,
-    u.name AS author_name, u.subject_id, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
-  FROM inserted m JOIN users u ON u.id = m.author_id`)
+  SELECT ${MESSAGE_COLUMNS}, u.subject_id FROM inserted m JOIN users u ON u.id = m.author_id`)
 
 const matchKey = (subjectId: string, content: string, subject: string | null, priority: string) =>
   JSON.stringify([subjectId, content, subject, priority])
@@ -57,9 +56,7 @@ export function createMessageWriter (db: Database) {
     }
     for (const p of group) {
       const row = byValue.get(matchKey(p.subjectId, p.content, p.subject, p.priority))?.shift()
-      p.resolve(row === undefined
-        ? null
-        : { id: row.id, content: row.content, subject: row.subject, priority: row.priority, author: { id: row.author_id, name: row.author_name }, createdAt: row.created_at })
+      p.resolve(row === undefined ? null : toMessage(row))
     }
   }
 

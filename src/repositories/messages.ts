@@ -8,6 +8,7 @@ import { OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
 import { VersionedCache } from '../lib/version-cache.js'
 import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type FilterValues } from './collection.js'
 import { createMessageWriter } from './message-writer.js'
+import { MESSAGE_COLUMNS, toMessage, type MessageRow } from './message-row.js'
 
 export type Priority = typeof PRIORITY_VALUES[number]
 
@@ -36,29 +37,6 @@ export const MESSAGE_SORT_FIELDS = ['id', 'createdAt', 'priority', 'subject'] as
 export type MessageSort = typeof MESSAGE_SORT_FIELDS[number]
 type FilterName = keyof MessageFilters
 
-/** An item as the SQL returns it: bigint ids as float8, the time already in ISO-8601. */
-export interface MessageRow {
-  id: number
-  content: string
-  subject: string | null
-  priority: Priority
-  author_id: number
-  author_name: string | null
-  created_at: string
-}
-
-export const toMessage = (row: MessageRow): Message => ({
-  id: row.id,
-  content: row.content,
-  subject: row.subject,
-  priority: row.priority,
-  author: { id: row.author_id, name: row.author_name },
-  createdAt: row.created_at
-})
-
-export const MESSAGE_COLUMNS = sql`m.id::float8 AS id, m.content, m.subject, m.priority::text AS priority,
-  m.author_id::float8 AS author_id, u.name AS author_name,
-  to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at`
 const MESSAGE_SOURCE = sql`(messages m JOIN users u ON u.id = m.author_id)`
 
 const isBigintId = (value: string | number) => !Number.isSafeInteger(value) || Number(value) < 1

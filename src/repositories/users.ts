@@ -3,7 +3,7 @@ import type { Database } from '../db/client.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
 import type { ReadRouter } from '../db/read-router.js'
 import type { PageRequest } from '../lib/pagination.js'
-import { createCollectionReader, hashKey, placeholder } from './collection.js'
+import { createCollectionReader, hashKey, isoTimestamp, placeholder } from './collection.js'
 
 export type Role = typeof ROLE_VALUES[number]
 
@@ -43,12 +43,10 @@ const toUser = (row: UserRow): LocalUser => ({
 
 interface UserItemRow { id: number, subject_id: string, email: string | null, name: string | null, role: string, created_at: string, updated_at: string }
 
-const ISO = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
-
 const reader = createCollectionReader<UserSort, 'role', UserItemRow>({
   table: 'users',
   from: sql`users m`,
-  columns: sql.raw(`m.id::float8 AS id, m.subject_id, m.email, m.name, m.role, ${ISO('m.created_at')} AS created_at, ${ISO('m.updated_at')} AS updated_at`),
+  columns: sql.raw(`m.id::float8 AS id, m.subject_id, m.email, m.name, m.role, ${isoTimestamp('m.created_at')} AS created_at, ${isoTimestamp('m.updated_at')} AS updated_at`),
   sorts: { id: 'm.id', name: 'm.name', email: 'm.email', role: 'm.role', createdAt: 'm.created_at' },
   filters: { role: { condition: sql`m.role = ${placeholder('role')}::text`, key: hashKey('role') } },
   ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'role' }

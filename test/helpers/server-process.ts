@@ -82,7 +82,8 @@ export async function startServer (t: Test, env: Record<string, string>, cwd: st
         buffer = buffer.slice(index + 1)
         lines.push(line)
         const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(line)
-        if (match?.[1] !== undefined) {
+        // Without AUTH_ISSUER the local identity provider also announces itself: not the API.
+        if (match?.[1] !== undefined && !line.includes('"component":"dev-idp"')) {
           clearTimeout(timer)
           resolve(match[1])
         }
