@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import { ConfigError, loadConfig } from '../src/config.js'
+import { LOADER_ARGS, LOADER_ENV } from './helpers/server-process.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 
@@ -109,10 +110,10 @@ t.test('invalid values: one line naming the variable', async (t) => {
 
 t.test('the server exits 1 with one stderr line naming the variable', async (t) => {
   // Only the child gets PORT=abc; this process's environment is never touched.
-  const env = { PATH: process.env.PATH ?? '', PORT: 'abc' }
+  const env = { ...LOADER_ENV, PATH: process.env.PATH ?? '', PORT: 'abc' }
   const result = await new Promise<{ code: number | null, stdout: string, stderr: string }>((resolve, reject) => {
     // The child loads TypeScript exactly as this test process does, so coverage from both merges cleanly.
-    const child = spawn(process.execPath, [...process.execArgv, 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [...LOADER_ARGS, 'src/server.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })

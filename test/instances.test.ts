@@ -8,6 +8,7 @@ import t, { type Test } from 'tap'
 import { request } from 'undici'
 import { freshDatabase } from './helpers/database.js'
 import { startPgCluster } from './helpers/pg-cluster.js'
+import { LOADER_ARGS, LOADER_ENV } from './helpers/server-process.js'
 
 // CONTRACT 11, several instances: two real server processes start at the same moment on one fresh
 // PostgreSQL database and share the rate limit through Redis. Redis is required: TEST_REDIS_URL,
@@ -29,11 +30,11 @@ async function postgresDatabase (t: Test): Promise<string> {
   return cluster.primaryUrl()
 }
 
-/** Starts `node --import tsx src/server.ts` and resolves with its address once it listens. */
+/** Starts `node src/server.ts` with the test's own loader and resolves with its address once it listens. */
 async function startInstance (t: Test, env: Record<string, string>): Promise<string> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  const child: ChildProcess = spawn(process.execPath, [...LOADER_ARGS, 'src/server.ts'], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    env: { ...LOADER_ENV, PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   t.teardown(async () => {

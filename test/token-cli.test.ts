@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { decodeProtectedHeader, importJWK, jwtVerify, type JWTPayload } from 'jose'
 import t, { type Test } from 'tap'
 import { buildDevIdp } from '../src/dev-idp/app.js'
+import { LOADER_ARGS, LOADER_ENV } from './helpers/server-process.js'
 
 const SCRIPT = fileURLToPath(new URL('../scripts/token.ts', import.meta.url))
 // Absolute, because the child runs in a temporary directory where `tsx` would not resolve.
@@ -22,12 +23,11 @@ interface CliResult {
 // The child gets the parent's environment without the variables this command reads, plus `env`.
 function childEnv (env: Record<string, string>): NodeJS.ProcessEnv {
   const { AUTH_ISSUER, API_AUDIENCE, NODE_ENV, ...rest } = process.env
-  return { ...rest, ...env }
+  return { ...rest, ...LOADER_ENV, ...env }
 }
 
 async function runCli (cwd: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  // The child loads TypeScript exactly as this test process does, so coverage from both merges cleanly.
-  const child = spawn(process.execPath, [...process.execArgv, SCRIPT, ...args], { cwd, env: childEnv(env) })
+  const child = spawn(process.execPath, [...LOADER_ARGS, SCRIPT, ...args], { cwd, env: childEnv(env) })
   let stdout = ''
   let stderr = ''
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })

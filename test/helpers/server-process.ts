@@ -10,8 +10,16 @@ import type { Test } from 'tap'
 import { freshDatabase } from './database.js'
 
 const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
-// Resolved here, so the child finds tsx whatever its working directory.
-const TSX = import.meta.resolve('tsx')
+// The child loads TypeScript exactly as this test process does (the runner's loader, by absolute
+// URL, so any working directory will do): coverage of both then describes the same code and merges.
+// Its settings travel in variables; the project's tsconfig is named, since a child in a temporary
+// directory would not find it and would compile (and type-check) with other options.
+export const LOADER_ARGS = process.execArgv
+export const LOADER_ENV: Record<string, string> = {
+  ...Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] =>
+    /^(TS_NODE_|TAP_TYPE_STRIP_ONLY$)/.test(entry[0]) && entry[1] !== undefined)),
+  TS_NODE_PROJECT: fileURLToPath(new URL('../../tsconfig.json', import.meta.url))
+}
 
 export interface ServerProcess {
   url: string
@@ -57,11 +65,11 @@ export async function processDatabase (t: Test): Promise<ProcessDatabase> {
   }
 }
 
-/** Spawns `node --import tsx src/server.ts` on 127.0.0.1 with an ephemeral port; killed at teardown. */
+/** Spawns `node src/server.ts` (with the test's own loader) on 127.0.0.1 with an ephemeral port; killed at teardown. */
 export async function startServer (t: Test, env: Record<string, string>, cwd: string): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['--import', TSX, SERVER], {
+  const child = spawn(process.execPath, [...LOADER_ARGS, SERVER], {
     cwd,
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_MAX: '0', ...env },
+    env: { ...LOADER_ENV, PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', RATE_LIMIT_MAX: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   const lines: string[] = []
