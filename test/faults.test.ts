@@ -183,6 +183,9 @@ t.test('the database goes away and comes back: defined errors, then recovery wit
       await terminate(sql, pids)
       return pids
     })
+    // The backends are gone; the app's sockets see their close on its next turn of I/O. A query sent
+    // in that same instant would be on a dying connection, which is the in-flight case below.
+    await new Promise((resolve) => setTimeout(resolve, 100))
     t.ok(pids.length >= 2, `${pids.length} connections of the app terminated`)
     await everyRoute(t, ledger, HEALTHY, 'right after the connections were killed')
     const fresh = await withAdmin(appBackends)
