@@ -222,3 +222,97 @@ t.test('without a key every route answers 500, before authentication', async (t)
   }
   t.equal(upstream.seen.length, 0)
 })
+
+// Faults of the upstream through the app as configured (README "Operating it"): never a hung request,
+// never a body held in memory whole.
+t.test('weather upstream faults: slow, trickling, garbage and oversized answers', async (t) => {
+  const CHUNK = Buffer.alloc(64 * 1024, 'x')
+  const HUGE_BYTES = 50 * 1024 * 1024
+  let hugeWritten = 0
+  const timers = new Set<NodeJS.Timeout>()
+  t.teardown(() => { for (const timer of timers) clearInterval(timer) })
+  const upstream = await listen(t, (url, res) => {
+    const city = url.searchParams.get('q') ?? ''
+    switch (city) {
+      case 'Silent': return undefined
+      case 'Trickle': {
+        // Headers at once, then one byte of a valid answer every 50 ms: no single gap is long.
+        res.writeHead(200, { 'content-type': 'application/json' })
+        const timer = setInterval(() => { if (!res.destroyed) res.write(' ') }, 50)
+        timers.add(timer)
+        res.on('close', () => clearInterval(timer))
+        return undefined
+      }
+      case 'Huge': {
+        // 50 MB streamed with backpressure, so only what the client reads is ever produced.
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.write('{"padding":"')
+        const pump = (): void => {
+          while (hugeWritten < HUGE_BYTES && !res.destroyed) {
+            hugeWritten += CHUNK.length
+            if (!res.write(CHUNK)) {
+              res.once('drain', pump)
+              return
+            }
+          }
+          if (!res.destroyed) res.end('"}')
+        }
+        return pump()
+      }
+      case 'Declared': res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(HUGE_BYTES) }); return res.end()
+      case 'Truncated': res.writeHead(200, { 'content-type': 'application/json' }); return res.end('{"name":"Trunc')
+      case 'Array': return json(res, 200, [1, 2, 3])
+      case 'Null': return json(res, 200, null)
+      case 'Empty': res.writeHead(200); return res.end()
+      case 'Binary': res.writeHead(200, { 'content-type': 'application/json' }); return res.end(Buffer.from([0xff, 0xfe, 0x00, 0x7b, 0x80]))
+      case 'BusyHtml': res.writeHead(503, { 'content-type': 'text/html' }); return res.end('<h1>503</h1>')
+      default: return json(res, 200, forecast(city))
+    }
+  })
+  const app = await build(t, { testAuth: true, config: { weatherApiKey: KEY, weatherApiUrl: upstream.url } })
+  await app.register(weatherRoutes, { prefix: '/fast', apiKey: KEY, url: upstream.url, timeoutMs: 300 })
+  const get = client(app, [])
+  const timed = async (url: string) => {
+    const started = Date.now()
+    const answer = await get(url)
+    return { ...answer, ms: Date.now() - started }
+  }
+  const unreachable = { status: 502, body: { error: 'Failed to reach weather service' } }
+  const garbage = { status: 502, body: { error: 'Weather API error' } }
+
+  t.test('headers that never arrive: 502 once the 5 s budget is spent', async (t) => {
+    const { ms, ...answer } = await timed(q('Silent'))
+    t.same(answer, unreachable)
+    t.ok(ms >= 4500 && ms < 7000, `answered after ${ms} ms`)
+  })
+
+  t.test('a body trickled byte by byte: 502 once the whole-request budget is spent, not per gap', async (t) => {
+    const { ms, ...answer } = await timed('/fast?city=Trickle')
+    t.same(answer, unreachable)
+    t.ok(ms >= 250 && ms < 3000, `answered after ${ms} ms`)
+  })
+
+  t.test('garbage with a success status is 502; with an error status it is mirrored', async (t) => {
+    for (const city of ['Truncated', 'Array', 'Null', 'Empty', 'Binary']) t.same(await get(q(city)), garbage, city)
+    t.same(await get(q('BusyHtml')), { status: 503, body: { error: 'Weather API error' } })
+  })
+
+  t.test('a 50 MB body: 502 quickly, read no further than the cap, memory not grown by the body', async (t) => {
+    const baseline = process.memoryUsage()
+    let peak = { rss: baseline.rss, arrayBuffers: baseline.arrayBuffers }
+    const sampler = setInterval(() => {
+      const now = process.memoryUsage()
+      peak = { rss: Math.max(peak.rss, now.rss), arrayBuffers: Math.max(peak.arrayBuffers, now.arrayBuffers) }
+    }, 5)
+    const { ms, ...answer } = await timed(q('Huge')).finally(() => clearInterval(sampler))
+    t.same(answer, garbage)
+    t.ok(ms < 3000, `answered after ${ms} ms`)
+    t.ok(hugeWritten < 16 * 1024 * 1024, `the upstream could write only ${(hugeWritten / 1048576).toFixed(1)} MiB of 50 before the client stopped reading`)
+    const grown = (peak.arrayBuffers - baseline.arrayBuffers) / 1048576
+    t.ok(grown < 16, `buffers grew by at most ${grown.toFixed(1)} MiB`)
+    const declared = await timed(q('Declared'))
+    t.same({ status: declared.status, body: declared.body }, garbage, 'a declared 50 MB length is refused before any of it is read')
+    t.ok(declared.ms < 3000, `answered after ${declared.ms} ms`)
+    t.same(await get(q('London')), { status: 200, body: forecast('London') }, 'and the next request is served')
+  })
+})

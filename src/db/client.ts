@@ -42,6 +42,55 @@ export const DEFAULT_DATA_DIR = '.data/pglite'
 // Any constant works as long as every instance agrees on it.
 const MIGRATION_LOCK_KEY = 7_300_452_031
 
+/**
+ * Seconds before a pool connection that failed is opened again. postgres.js grows this delay up to
+ * 20 s while the server is down, and a query queued on that connection waits the whole delay: requests
+ * would hang through an outage and for up to 20 s after the server is back. Capped at 1 s (with the
+ * same jitter), a request during an outage fails within about a second and the pool is whole again
+ * about a second after the server returns.
+ */
+export const reconnectDelaySeconds = (retries: number): number => (0.5 + Math.random() / 2) * Math.min(3 ** retries / 100, 1)
+
+// SQLSTATE class 57P: the server ended the session (administrator command, crash, shutdown, startup).
+const SESSION_ENDED = /^57P0\d$/
+
+/**
+ * postgres.js 3.4 keeps the FATAL error of a session that ended while a query was in flight, and
+ * rejects the first query on that connection after it reconnects with it, although that query was
+ * never sent (see porsager/postgres#1223). Every connection that was busy when the server restarted or
+ * killed it would fail one more request after recovery. A query rejected with a session-ended error
+ * was never run by a live session, so it is sent once more; other failures (a query that was running
+ * when its connection was cut gets CONNECTION_CLOSED) are passed on unchanged. Transactions (`begin`)
+ * are not wrapped.
+ */
+function retryStaleSessionErrors (client: postgres.Sql): postgres.Sql {
+  type Query = ReturnType<postgres.Sql['unsafe']>
+  const once = <T>(start: () => Query, finish: (query: Query) => Promise<T>): Promise<T> =>
+    finish(start()).catch((err: unknown) => {
+      if (SESSION_ENDED.test(String((err as { code?: unknown }).code))) return finish(start())
+      throw err
+    })
+  return new Proxy(client, {
+    get (target, property, receiver) {
+      if (property !== 'unsafe') return Reflect.get(target, property, receiver)
+      // drizzle awaits the query itself or its .values(). A postgres.js query starts only when awaited,
+      // so this one does too, and either way of reading it is retried alike.
+      return (...args: Parameters<postgres.Sql['unsafe']>) => {
+        const start = (): Query => target.unsafe(...args)
+        let rows: Promise<unknown> | undefined
+        const query = {
+          then (resolve?: (value: unknown) => unknown, reject?: (reason: unknown) => unknown) {
+            rows ??= once(start, async (started) => await started)
+            return rows.then(resolve, reject)
+          },
+          values: () => once(start, async (started) => await started.values())
+        }
+        return query as unknown as Query
+      }
+    }
+  })
+}
+
 export async function createDb (options: DbOptions): Promise<DbHandle> {
   const { url } = options
   if (url !== undefined && /^postgres(ql)?:\/\//.test(url)) return createPostgres(url, options)
@@ -54,13 +103,14 @@ export async function createDb (options: DbOptions): Promise<DbHandle> {
  * sends the read to the primary instead of making the request wait for a dead replica.
  */
 export function createReplica (url: string, options: Pick<DbOptions, 'poolSize' | 'statementTimeoutMs'> = {}): ReplicaHandle {
-  const client = postgres(url, {
+  const client = retryStaleSessionErrors(postgres(url, {
     max: options.poolSize ?? 5,
     idle_timeout: 30,
     connect_timeout: 3,
+    backoff: reconnectDelaySeconds,
     onnotice: () => {},
     connection: { statement_timeout: options.statementTimeoutMs ?? 10_000, application_name: 'messages-api-read' }
-  })
+  }))
   return {
     db: drizzlePostgres(client, { schema }),
     async close () {
@@ -70,13 +120,14 @@ export function createReplica (url: string, options: Pick<DbOptions, 'poolSize' 
 }
 
 function createPostgres (url: string, options: DbOptions): DbHandle {
-  const client = postgres(url, {
+  const client = retryStaleSessionErrors(postgres(url, {
     max: options.poolSize ?? 10,
     idle_timeout: 30,
     connect_timeout: 10,
+    backoff: reconnectDelaySeconds,
     onnotice: () => {},
     connection: { statement_timeout: options.statementTimeoutMs ?? 10_000, application_name: 'messages-api' }
-  })
+  }))
   const db = drizzlePostgres(client, { schema })
   return {
     db,

@@ -39,7 +39,12 @@ function parseJson (text: string): unknown {
   }
 }
 
-async function readText (body: Dispatcher.ResponseData['body']): Promise<string> {
+async function readText ({ headers, body }: Pick<Dispatcher.ResponseData, 'headers' | 'body'>): Promise<string> {
+  // A declared length over the cap is refused before reading, instead of waiting for that body.
+  if (Number(headers['content-length']) > MAX_BODY_BYTES) {
+    body.destroy()
+    throw new BodyTooLarge()
+  }
   const chunks: Buffer[] = []
   let size = 0
   for await (const chunk of body as AsyncIterable<Buffer>) {
@@ -114,7 +119,7 @@ export function createWeatherClient ({ url, apiKey, timeoutMs = 5000 }: WeatherC
         signal: AbortSignal.timeout(timeoutMs)
       })
       status = response.statusCode
-      text = await readText(response.body)
+      text = await readText(response)
     } catch (err) {
       if (err instanceof BodyTooLarge) throw statusError(502, UPSTREAM_FAILED)
       throw unreachable(err)

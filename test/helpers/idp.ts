@@ -106,6 +106,10 @@ export interface TestIdp {
   /** While down every route answers 503, or drops the connection ('reset'), or never answers ('hang'). */
   setDown: (down: boolean, mode?: 'status' | 'reset' | 'hang') => void
   resetCounts: () => void
+  /** Closes the listener and every connection: requests are refused, as when the provider is gone. */
+  stop: () => Promise<void>
+  /** Listens again on the same port, with the same keys. */
+  restart: () => Promise<void>
   /** Resolves after ms, or at once when the provider closes, so a slow handler never outlives a test. */
   wait: (ms: number) => Promise<void>
   close: () => Promise<void>
@@ -180,10 +184,10 @@ function send (res: ServerResponse, reply: IdpReply): void {
 
 const BEARER = /^Bearer (\S+)$/i
 
-async function listenOnLoopback (server: Server): Promise<string> {
+async function listenOnLoopback (server: Server, port = 0): Promise<string> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(port, '127.0.0.1', () => {
       server.off('error', reject)
       resolve()
     })
@@ -318,6 +322,14 @@ export async function startTestIdp (t: Test, options: TestIdpOptions): Promise<T
 
     resetCounts () {
       requests.length = 0
+    },
+
+    async stop () {
+      await closeServer(server)
+    },
+
+    async restart () {
+      await listenOnLoopback(server, Number(new URL(url).port))
     },
 
     async wait (ms) {

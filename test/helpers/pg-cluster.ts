@@ -17,6 +17,10 @@ export interface PgCluster {
   replicaUrl: (database?: string) => string
   /** pg_ctl stop on the replica (fast mode: sessions are ended, new connections refused). */
   stopReplica: () => void
+  /** pg_ctl stop on the primary (fast mode: sessions are ended, new connections refused). */
+  stopPrimary: () => void
+  /** pg_ctl start on the primary again, same data and port; returns once it accepts connections. */
+  startPrimary: () => void
   stop: () => Promise<void>
 }
 
@@ -79,6 +83,12 @@ export async function startPgCluster (options: { replica: boolean }): Promise<Pg
     await rm(root, { recursive: true, force: true })
   }
 
+  function startPrimary (): void {
+    if (running.includes(primaryDir)) return
+    run(join(bin, 'pg_ctl'), ['-D', primaryDir, '-l', join(root, 'primary.log'), '-w', '-t', '60', 'start'])
+    running.push(primaryDir)
+  }
+
   try {
     if (asRoot) {
       const { uid, gid } = ids('postgres')
@@ -96,8 +106,7 @@ export async function startPgCluster (options: { replica: boolean }): Promise<Pg
       'wal_level = replica', 'max_wal_senders = 4', 'hot_standby = on', 'hot_standby_feedback = on',
       'max_connections = 60', 'shared_buffers = 32MB', ''
     ].join('\n'))
-    run(join(bin, 'pg_ctl'), ['-D', primaryDir, '-l', join(root, 'primary.log'), '-w', '-t', '60', 'start'])
-    running.push(primaryDir)
+    startPrimary()
 
     if (options.replica) {
       run(join(bin, 'pg_basebackup'), ['-h', '127.0.0.1', '-p', String(primaryPort), '-U', 'postgres', '-D', replicaDir, '-R', '-X', 'stream', '--no-sync'])
@@ -120,6 +129,13 @@ export async function startPgCluster (options: { replica: boolean }): Promise<Pg
       running.splice(index, 1)
       run(join(bin, 'pg_ctl'), ['-D', replicaDir, '-m', 'fast', '-w', 'stop'], 30_000)
     },
+    stopPrimary () {
+      const index = running.indexOf(primaryDir)
+      if (index === -1) return
+      running.splice(index, 1)
+      run(join(bin, 'pg_ctl'), ['-D', primaryDir, '-m', 'fast', '-w', 'stop'], 30_000)
+    },
+    startPrimary,
     stop
   }
 }
