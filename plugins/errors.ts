@@ -1,6 +1,7 @@
 // errors: the one error shape of SPEC 7 / CONTRACT 8 for every failure, Fastify's own included.
-import { STATUS_CODES } from 'node:http'
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+import type { ConnectionError, FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import {
   BodyTooLargeError, InvalidIdError, isPublicError, MalformedJsonError, RouteNotFoundError,
@@ -60,10 +61,37 @@ export function createErrorHandler (development: boolean) {
   }
 }
 
+/**
+ * Errors Node's HTTP parser raises before Fastify sees a request: a malformed request line or header,
+ * bad framing, a header block over the size limit, a client too slow to send its request. Same
+ * `{ error }` shape as every other failure (Fastify's default adds `message` and `statusCode`), then
+ * the connection is closed, since the rest of its bytes cannot be trusted.
+ */
+export function clientErrorHandler (this: { log: FastifyBaseLogger }, error: ConnectionError, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400
+  const reason = STATUS_CODES[status] ?? 'Bad Request'
+  const body = JSON.stringify({ error: reason })
+  this.log.debug({ err: { code: error.code, message: error.message }, statusCode: status }, 'client error')
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+  }
+  socket.destroy()
+}
+
 export default fp<ErrorsPluginOptions>(async function errors (app, opts) {
   app.setErrorHandler(createErrorHandler(opts.development))
 
   app.setNotFoundHandler(function () {
     throw new RouteNotFoundError()
+  })
+
+  // An Expect header other than 100-continue: Node answers 417 itself, with an empty body, unless
+  // someone listens. Same answer, in the one error shape.
+  app.server.on('checkExpectation', function (_req: IncomingMessage, res: ServerResponse) {
+    const body = JSON.stringify({ error: STATUS_CODES[417] })
+    res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) })
+    res.end(body)
   })
 }, { name: 'errors', fastify: '5.x' })

@@ -4,7 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import authPlugin from '../plugins/auth.js'
 import dbPlugin from '../plugins/db.js'
-import errorsPlugin, { createErrorHandler } from '../plugins/errors.js'
+import errorsPlugin, { clientErrorHandler, createErrorHandler } from '../plugins/errors.js'
 import securityPlugin from '../plugins/security.js'
 import swaggerPlugin from '../plugins/swagger.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
@@ -38,6 +38,11 @@ export interface BuildOptions {
    * this; nothing in the environment turns it on.
    */
   testAuth?: boolean
+  /**
+   * Overrides of the server timeouts below, so a test can watch a slow client being cut off in
+   * seconds instead of waiting for the production values. Only code can set this.
+   */
+  timeouts?: Partial<ServerTimeouts>
 }
 
 export type App = FastifyInstance
@@ -54,7 +59,23 @@ export const HEADERS_TIMEOUT_MS = 10_000
 export const CONNECTION_TIMEOUT_MS = 75_000
 // How often Node checks requestTimeout/headersTimeout; its default of 30 s would let a slow client
 // hold a connection for up to twice the limit.
-const TIMEOUT_CHECK_INTERVAL_MS = 1_000
+export const TIMEOUT_CHECK_INTERVAL_MS = 1_000
+
+export interface ServerTimeouts {
+  keepAliveTimeoutMs: number
+  requestTimeoutMs: number
+  headersTimeoutMs: number
+  connectionTimeoutMs: number
+  checkIntervalMs: number
+}
+
+export const SERVER_TIMEOUTS: Readonly<ServerTimeouts> = Object.freeze({
+  keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+  requestTimeoutMs: REQUEST_TIMEOUT_MS,
+  headersTimeoutMs: HEADERS_TIMEOUT_MS,
+  connectionTimeoutMs: CONNECTION_TIMEOUT_MS,
+  checkIntervalMs: TIMEOUT_CHECK_INTERVAL_MS
+})
 
 // A caller's own request id is echoed when it is short and printable; anything else is replaced.
 const SANE_REQUEST_ID = /^[\w.:@/+=-]{1,128}$/
@@ -88,15 +109,16 @@ function trustProxyOption (trust: AppConfig['trustProxy']): FastifyServerOptions
 
 export async function buildApp (config: AppConfig, options: BuildOptions = {}): Promise<App> {
   const errorHandler = createErrorHandler(config.development)
+  const timeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
   const app = Fastify({
     logger: options.logger ?? loggerOptions(config),
     genReqId: requestId,
     // One line per request from plugins/request-log.ts instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
-    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-    requestTimeout: REQUEST_TIMEOUT_MS,
-    connectionTimeout: CONNECTION_TIMEOUT_MS,
-    http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
+    keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+    requestTimeout: timeouts.requestTimeoutMs,
+    connectionTimeout: timeouts.connectionTimeoutMs,
+    http: { headersTimeout: timeouts.headersTimeoutMs, connectionsCheckingInterval: timeouts.checkIntervalMs },
     // Idle keep-alive connections are closed on close(); requests still arriving on busy ones are
     // served (with Connection: close, plugins/lifecycle.ts) instead of Fastify's own 503 body.
     forceCloseConnections: 'idle',
@@ -112,7 +134,9 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     frameworkErrors: function (error, request, reply) {
       reply.header('x-request-id', request.id)
       return errorHandler(error, request, reply)
-    }
+    },
+    // What Node's HTTP parser rejects (malformed bytes, oversized headers, slow clients): same shape.
+    clientErrorHandler
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.addHook('onRequest', function (request, reply, done) {

@@ -25,6 +25,10 @@ function propertySchema (error: VerboseError, name: string): Record<string, unkn
   return properties?.[name]
 }
 
+// Empty and whitespace-only both count as "missing" for a required string.
+const blankOrInvalid = (schema: Record<string, unknown> | undefined, field: string): string =>
+  isRequiredString(schema) ? `${field} is required and must be a string` : `${field} has an invalid format`
+
 function describe (error: VerboseError, field: string): string {
   const schema = error.parentSchema
   switch (error.keyword) {
@@ -40,11 +44,12 @@ function describe (error: VerboseError, field: string): string {
       if (expected === 'object') return `${field} must be an object`
       return `${field} must be of type ${expected}`
     }
-    case 'minLength':
     case 'pattern':
-      // Empty and whitespace-only both count as "missing" for a required string.
-      if (isRequiredString(schema)) return `${field} is required and must be a string`
-      return `${field} has an invalid format`
+      // A text column cannot hold U+0000 (src/schemas/common.ts DbText).
+      if (typeof error.data === 'string' && error.data.includes('\u0000')) return `${field} must not contain the NUL character`
+      return blankOrInvalid(schema, field)
+    case 'minLength':
+      return blankOrInvalid(schema, field)
     case 'maxLength':
       return `${field} must be at most ${String(error.params.limit)} characters`
     case 'enum':

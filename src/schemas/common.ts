@@ -1,4 +1,4 @@
-import { Type, type Static, type TSchema, type TUnsafe } from '@sinclair/typebox'
+import { Type, type Static, type StringOptions, type TSchema, type TString, type TUnsafe } from '@sinclair/typebox'
 
 /** A string enum as `{ type: 'string', enum }`, so Ajv reports one `enum` error naming every value. */
 export const StringEnum = <const T extends readonly string[]>(values: T, options: Record<string, unknown> = {}): TUnsafe<T[number]> =>
@@ -8,6 +8,18 @@ export const StringEnum = <const T extends readonly string[]>(values: T, options
 export function Ref<T extends TSchema> (schema: T): TUnsafe<Static<T>> {
   if (schema.$id === undefined) throw new Error('Ref needs a schema with an $id')
   return Type.Unsafe<Static<T>>(Type.Ref(schema.$id))
+}
+
+// PostgreSQL text cannot hold U+0000: the driver fails on it, which would be a 500. A string that is
+// stored or compared in the database therefore refuses it at validation (400). Both patterns are
+// anchored and linear, whatever the length of the string (Ajv runs them even past maxLength).
+const NO_NUL = '^[^\\u0000]*$'
+const NOT_BLANK_NO_NUL = '^(?![\\s\\S]*\\u0000)[\\s\\S]*\\S'
+
+/** A string bound for a text column; `required` also refuses empty and whitespace-only values. */
+export function DbText (options: StringOptions & { required?: boolean } = {}): TString {
+  const { required = false, ...rest } = options
+  return Type.String(required ? { minLength: 1, pattern: NOT_BLANK_NO_NUL, ...rest } : { pattern: NO_NUL, ...rest })
 }
 
 export const ErrorSchema = Type.Object({

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { collectionQuery } from '../lib/pagination.js'
 import { MOVIE_SORT_FIELDS } from '../repositories/movies.js'
+import { DbText } from './common.js'
 
 export const MovieSchema = Type.Object({
   id: Type.Integer({ examples: [1] }),
@@ -11,7 +12,7 @@ export const MovieSchema = Type.Object({
 }, { $id: 'Movie', title: 'Movie' })
 
 export const MovieListQuery = collectionQuery(MOVIE_SORT_FIELDS, {
-  genre: Type.Optional(Type.String({ maxLength: 100, description: 'Only this genre (exact match)', examples: ['Drama'] })),
+  genre: Type.Optional(DbText({ maxLength: 100, description: 'Only this genre (exact match)', examples: ['Drama'] })),
   year: Type.Optional(Type.Number({ description: 'Only this release year (a number that is no year matches nothing)', examples: [1994] })),
   minRating: Type.Optional(Type.Number({ description: 'Only ratings greater than or equal to this (ratings run from 0 to 10)', examples: [8.5] }))
 })
