@@ -104,7 +104,7 @@ t.test('GET /metrics: token, route patterns, counters and pool gauges; not in Op
   t.match(scrape.text, /http_request_duration_seconds_bucket\{le="0.005",method="GET",route="\/v2\/messages\/:id",status_code="404"\}/)
   t.match(scrape.text, /route="unmatched",status_code="404"/)
   t.notMatch(scrape.text, /424242|x9f1/, 'raw URLs never become labels')
-  t.match(scrape.text, /auth_jwks_fetches_total \d+/)
+  t.match(scrape.text, /auth_jwks_fetches_total 1\n/, 'one key-set fetch for the one token')
   t.match(scrape.text, /auth_userinfo_requests_total [1-9]/)
   t.match(scrape.text, /db_pool_max_connections \d+/)
   t.match(scrape.text, /db_connections\{state="active"\} \d+/)
