@@ -1,6 +1,7 @@
 // security: the HTTP security headers (helmet) of every response, errors and Swagger UI included.
-import helmet from '@fastify/helmet'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import fp from 'fastify-plugin'
+import helmet, { type HelmetOptions } from 'helmet'
 
 // One policy for the whole service. The JSON routes need nothing, and Swagger UI (/api-docs) loads
 // only same-origin scripts and styles, its icons as data: URIs, and calls the API on the same origin.
@@ -20,10 +21,30 @@ export const CONTENT_SECURITY_POLICY = {
   'style-src': ["'self'"]
 }
 
+const HELMET_OPTIONS: HelmetOptions = {
+  contentSecurityPolicy: { useDefaults: false, directives: CONTENT_SECURITY_POLICY },
+  xFrameOptions: { action: 'deny' }
+}
+
+/**
+ * The headers helmet sets for these options, computed once. No directive depends on the request
+ * (no nonces), so every response gets the same set; @fastify/helmet instead builds the helmet
+ * middleware again on every request, which was an eighth of the CPU time of `GET /health`.
+ */
+export function securityHeaders (options: HelmetOptions = HELMET_OPTIONS): Record<string, string> {
+  const headers: Record<string, string> = {}
+  const recorder = {
+    setHeader (name: string, value: string | number | readonly string[]) { headers[name.toLowerCase()] = String(value) },
+    removeHeader (name: string) { Reflect.deleteProperty(headers, name.toLowerCase()) }
+  }
+  helmet(options)({} as IncomingMessage, recorder as unknown as ServerResponse, (err?: unknown) => { if (err !== undefined) throw err })
+  return headers
+}
+
 export default fp(async function security (app) {
-  await app.register(helmet, {
-    global: true,
-    contentSecurityPolicy: { useDefaults: false, directives: CONTENT_SECURITY_POLICY },
-    xFrameOptions: { action: 'deny' }
+  const headers = securityHeaders()
+  app.addHook('onRequest', function (request, reply, done) {
+    reply.headers(headers)
+    done()
   })
 }, { name: 'security', fastify: '5.x' })
