@@ -350,8 +350,11 @@ async function seedPostgres (url: string, options: SeedOptions, existing: number
       for (const definition of indexes) await tx.unsafe(definition)
       for (const { name, definition } of foreignKeys) await tx.unsafe(`alter table messages add constraint "${name}" ${definition}`)
     })
-    // Vacuum too: it sets the visibility map, so count(*) can use index-only scans as on a settled table.
-    await client`vacuum (analyze) users, messages`
+    // The load's counter slots folded into one row per bucket, as the service's compaction would.
+    await client`select pagination_compact()`
+    // Vacuum too: it sets the visibility map, so count(*) can use index-only scans as on a settled table,
+    // and clears the counter rows the load and the compaction replaced.
+    await client`vacuum (analyze) users, messages, pagination_counts`
     return newUsers
   } finally {
     await client.end({ timeout: 5 })
