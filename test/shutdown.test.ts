@@ -84,7 +84,9 @@ t.test('SIGTERM mid-burst: complete responses, every 201 stored once, exit 0 in 
   const refused = outcomes.filter((o) => o.error !== undefined)
   t.ok(refused.every((o) => ['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED'].includes(o.error ?? '')),
     `requests not answered were never accepted (${[...new Set(refused.map((o) => o.error))].join(', ')})`)
-  t.ok(created.some((o) => o.connection === 'close'), 'responses after the signal say Connection: close')
+  // Whether any response is still being written when the signal lands depends on timing (a grouped
+  // insert can answer dozens at once just before it); Connection: close on draining responses is
+  // asserted deterministically in operations.test.ts.
 
   const rows = await db.query<{ id: string }>("select id::text as id from messages where content like 'burst %'")
   const stored = rows.map((r) => Number(r.id)).sort((a, b) => a - b)
