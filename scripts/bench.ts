@@ -2,7 +2,6 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import type { EventEmitter } from 'node:events'
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { createServer } from 'node:net'
 import { cpus, release, totalmem, type } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -12,6 +11,7 @@ import type { FastifyInstance } from 'fastify'
 import postgres from 'postgres'
 import { buildDevIdp, createTokenSigner, DEFAULT_KEYS_DIR, loadOrCreateKeys } from '../src/dev-idp/app.js'
 import { renderMarkdown, renderSvg, TARGETS, type BenchReport, type Machine, type Measurement, type RowReport, type Target } from '../bench/report.js'
+import { freePort } from './free-port.js'
 import { createRandom, formatSummary, generateMessage, seedDatabase, seedUser, SEARCH_WORDS } from './seed.js'
 
 const USAGE = `Usage: DATABASE_URL=postgres://... npm run bench -- [options]
@@ -131,17 +131,6 @@ function sampled (verify: (body: string) => string | undefined, problems: string
     if (problem !== undefined && problems.length < 3) problems.push(`sampled body: ${problem}`)
     return problem === undefined
   }
-}
-
-function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address()
-      probe.close(() => typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')))
-    })
-  })
 }
 
 function positiveInteger (name: string, value: string | undefined, fallback: number): number {

@@ -1,5 +1,4 @@
 import { mkdir, mkdtemp, rm } from 'node:fs/promises'
-import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Locator, Page } from 'playwright-core'
@@ -8,6 +7,7 @@ import { buildApp } from '../src/app.js'
 import { buildDevIdp } from '../src/dev-idp/app.js'
 import { chooseBrowser, launchBrowser } from './helpers/browser.js'
 import { testConfig } from './helpers/build.js'
+import { freePort } from '../scripts/free-port.js'
 import { freshDatabase } from './helpers/database.js'
 
 // Swagger UI in real headless Chromium (Debian's, or the one inside an npm package; never
@@ -19,14 +19,6 @@ const EMAIL = 'alice@example.com'
 
 interface Operation { security?: unknown }
 interface Document { paths: Record<string, Record<string, Operation>> }
-
-async function freePort (): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
-}
 
 /** The identity provider must know its own address (the iss claim) before it listens. */
 async function startIdp (t: Test): Promise<string> {

@@ -129,6 +129,14 @@ t.test('production timeouts: what README documents, and compatible with a load b
   t.match(readme, `silent for\n${seconds(CONNECTION_TIMEOUT_MS)} (\`connectionTimeout\`)`, 'README: connectionTimeout')
 })
 
+/** Cut off by `limit` (not before it, within one check interval after it), with a 408 in the one error shape. */
+function assertTimedOut (t: Test, result: { elapsedMs: number, response: string }, limitMs: number, limit: string): void {
+  t.ok(result.elapsedMs >= limitMs - 50, `not before ${limit}`)
+  t.ok(result.elapsedMs <= limitMs + 2 * FAST.checkIntervalMs + 500, 'within one check interval of it')
+  t.match(result.response, /^HTTP\/1\.1 408 Request Timeout\r\n/, 'answered 408 before closing')
+  t.same(JSON.parse(result.response.split('\r\n\r\n')[1] ?? ''), { error: 'Request Timeout' }, 'in the one error shape')
+}
+
 // One server with the small limits serves every test that expects a cut-off.
 const fast = await listening(t, FAST)
 
@@ -136,10 +144,7 @@ t.test('a client sending its headers byte by byte is cut off by the headers time
   const result = await trickle(fast, '', SLOW_HEADERS)
   t.ok(result.cutOff, `the server closed the connection (after ${result.elapsedMs} ms)`)
   t.ok(result.sent < result.total, `before the client finished its headers (${result.sent} of ${result.total} bytes)`)
-  t.ok(result.elapsedMs >= FAST.headersTimeoutMs - 50, 'not before the headers timeout')
-  t.ok(result.elapsedMs <= FAST.headersTimeoutMs + 2 * FAST.checkIntervalMs + 500, 'within one check interval of it')
-  t.match(result.response, /^HTTP\/1\.1 408 Request Timeout\r\n/, 'answered 408 before closing')
-  t.same(JSON.parse(result.response.split('\r\n\r\n')[1] ?? ''), { error: 'Request Timeout' }, 'in the one error shape')
+  assertTimedOut(t, result, FAST.headersTimeoutMs, 'the headers timeout')
 })
 
 t.test('a client sending its body byte by byte is cut off by requestTimeout', async (t) => {
@@ -147,10 +152,7 @@ t.test('a client sending its body byte by byte is cut off by requestTimeout', as
   t.ok(result.cutOff, `the server closed the connection (after ${result.elapsedMs} ms)`)
   t.ok(result.sent < result.total, `before the client finished its body (${result.sent} of ${result.total} bytes)`)
   // The headers were complete at once, so only the whole-request limit can have ended it.
-  t.ok(result.elapsedMs >= FAST.requestTimeoutMs - 50, 'not before requestTimeout')
-  t.ok(result.elapsedMs <= FAST.requestTimeoutMs + 2 * FAST.checkIntervalMs + 500, 'within one check interval of it')
-  t.match(result.response, /^HTTP\/1\.1 408 Request Timeout\r\n/, 'answered 408 before closing')
-  t.same(JSON.parse(result.response.split('\r\n\r\n')[1] ?? ''), { error: 'Request Timeout' }, 'in the one error shape')
+  assertTimedOut(t, result, FAST.requestTimeoutMs, 'requestTimeout')
 })
 
 t.test('a client that connects and sends nothing is cut off by the headers timeout', async (t) => {

@@ -91,6 +91,20 @@ function retryStaleSessionErrors (client: postgres.Sql): postgres.Sql {
   })
 }
 
+interface PoolOptions { max: number, connectTimeoutSeconds: number, applicationName: string, statementTimeoutMs: number | undefined }
+
+/** One pool of the postgres driver, primary or replica alike: the same reconnect and stale-error rules. */
+function postgresPool (url: string, options: PoolOptions): postgres.Sql {
+  return retryStaleSessionErrors(postgres(url, {
+    max: options.max,
+    idle_timeout: 30,
+    connect_timeout: options.connectTimeoutSeconds,
+    backoff: reconnectDelaySeconds,
+    onnotice: () => {},
+    connection: { statement_timeout: options.statementTimeoutMs ?? 10_000, application_name: options.applicationName }
+  }))
+}
+
 export async function createDb (options: DbOptions): Promise<DbHandle> {
   const { url } = options
   if (url !== undefined && /^postgres(ql)?:\/\//.test(url)) return createPostgres(url, options)
@@ -103,14 +117,7 @@ export async function createDb (options: DbOptions): Promise<DbHandle> {
  * sends the read to the primary instead of making the request wait for a dead replica.
  */
 export function createReplica (url: string, options: Pick<DbOptions, 'poolSize' | 'statementTimeoutMs'> = {}): ReplicaHandle {
-  const client = retryStaleSessionErrors(postgres(url, {
-    max: options.poolSize ?? 5,
-    idle_timeout: 30,
-    connect_timeout: 3,
-    backoff: reconnectDelaySeconds,
-    onnotice: () => {},
-    connection: { statement_timeout: options.statementTimeoutMs ?? 10_000, application_name: 'messages-api-read' }
-  }))
+  const client = postgresPool(url, { max: options.poolSize ?? 5, connectTimeoutSeconds: 3, applicationName: 'messages-api-read', statementTimeoutMs: options.statementTimeoutMs })
   return {
     db: drizzlePostgres(client, { schema }),
     async close () {
@@ -120,14 +127,7 @@ export function createReplica (url: string, options: Pick<DbOptions, 'poolSize' 
 }
 
 function createPostgres (url: string, options: DbOptions): DbHandle {
-  const client = retryStaleSessionErrors(postgres(url, {
-    max: options.poolSize ?? 10,
-    idle_timeout: 30,
-    connect_timeout: 10,
-    backoff: reconnectDelaySeconds,
-    onnotice: () => {},
-    connection: { statement_timeout: options.statementTimeoutMs ?? 10_000, application_name: 'messages-api' }
-  }))
+  const client = postgresPool(url, { max: options.poolSize ?? 10, connectTimeoutSeconds: 10, applicationName: 'messages-api', statementTimeoutMs: options.statementTimeoutMs })
   const db = drizzlePostgres(client, { schema })
   return {
     db,

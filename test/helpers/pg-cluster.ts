@@ -1,10 +1,10 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { appendFile, chmod, chown, mkdtemp, rm } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { freePort } from '../../scripts/free-port.js'
 
 /**
  * Throwaway PostgreSQL servers of the machine's own binaries, in a temporary folder, on free
@@ -34,17 +34,6 @@ function binDir (): string {
   const found = BIN_CANDIDATES.find((dir) => existsSync(join(dir, 'initdb')))
   if (found === undefined) throw new Error('PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) not found')
   return found
-}
-
-async function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')))
-    })
-  })
 }
 
 // PostgreSQL refuses to run as root: the servers run as the postgres user then.
