@@ -403,6 +403,26 @@ async function measure (row: Row, child: Child, sql: Sql, settings: RunSettings)
   return { requests: result.requests.total, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors, peakRssMb, problems }
 }
 
+const SETTLE_TIMEOUT_MS = 30_000
+
+/**
+ * Lets the database fall quiet before the next measurement. When autocannon stops, the naive server's
+ * slow queries (seconds each under load) keep running on its connections, and on a small machine they
+ * would take CPU from whatever is measured next: they are cancelled, then every other backend of this
+ * database is waited for until none is active.
+ */
+async function settle (sql: Sql): Promise<void> {
+  await sql`select pg_cancel_backend(pid) from pg_stat_activity
+    where datname = current_database() and application_name = 'bench-baseline' and state = 'active'`
+  const deadline = Date.now() + SETTLE_TIMEOUT_MS
+  while (Date.now() < deadline) {
+    const [row] = await sql<Array<{ n: number }>>`select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and state = 'active' and pid <> pg_backend_pid()`
+    if (row!.n === 0) return
+    await sleep(100)
+  }
+}
+
 async function describeMachine (sql: Sql): Promise<Machine> {
   const [row] = await sql<Array<{ version: string }>>`select version()`
   return {
@@ -510,6 +530,7 @@ async function main (args: string[]): Promise<number> {
       const report: RowReport = { key: row.key, name: row.name, results: {} }
       for (const target of row.targets) {
         report.results[target] = await measure(row, byTarget[target], sql, settings)
+        await settle(sql)
         await sleep(300)
       }
       printRow(report)

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { seedFromEnv } from './helpers/exactness.js'
-import { checkList, deleteBySql, deleteThroughApi, insertMessagesBySql, insertUsersBySql, postMessages, updateBySql, world } from './helpers/exactness-messages.js'
+import { checkList, deleteBySql, deleteThroughApi, insertMessagesBySql, insertUsersBySql, postMessages, renameAuthorsBySql, updateBySql, world } from './helpers/exactness-messages.js'
 
 // Messages list pages and totals after inserts, deletes and updates made through the API and by SQL,
 // compared with a naive ORDER BY ... LIMIT/OFFSET and count(*) on the same database.
@@ -24,4 +24,7 @@ t.test('list pages and totals stay exact through API and SQL writes', async (t) 
   await insertMessagesBySql(w, 200)
   await postMessages(t, w, 10)
   await checkList(t, w, 'after updates and more inserts')
+
+  await renameAuthorsBySql(w)
+  await checkList(t, w, 'after authors renamed by SQL')
 })

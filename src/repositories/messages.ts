@@ -125,7 +125,7 @@ const strip = (rows: Array<MessageRow & { ord?: number | null, total?: number, v
 export function createMessagesRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
   const writer = createMessageWriter(db)
   const searchCache = new OrderedIdCache(SEARCH_CACHE_IDS)
-  const pages = new VersionedCache<{ rows: Message[], total: number }>(PAGE_CACHE_BYTES, pageSize)
+  const pages = new VersionedCache<{ rows: Message[], total: number }>(['messages', 'users'], PAGE_CACHE_BYTES, pageSize)
   const searchStatements = new Map<string, ReturnType<typeof statement<{ version: number, ids: number[] }>>>()
   // One read of a term's ids at a time per key and database, however many requests want them.
   const computing = new Map<string, Promise<OrderedIds>>()

@@ -127,6 +127,12 @@ export async function updateBySql (w: World): Promise<void> {
   await run(w.app, `UPDATE messages SET created_at = ${lit(createdAt(w.rng))} WHERE id IN (${await pick(5)})`)
 }
 
+/** Renames authors by SQL and touches nothing in messages: pages showing them must change all the same. */
+export async function renameAuthorsBySql (w: World): Promise<void> {
+  const authors = await authorIds(w)
+  await run(w.app, `UPDATE users SET name = coalesce(name, 'author') || ' renamed' WHERE id IN (${w.rng.pick(authors)}, ${w.rng.pick(authors)})`)
+}
+
 /** Content updates that make rows newly match a rare search term and make others stop matching. */
 export async function updateContentBySql (w: World): Promise<void> {
   await run(w.app, `UPDATE messages SET content = content || ' zyzzyva' WHERE id IN (${(await randomMessageIds(w, 6)).join(', ')})`)
