@@ -173,3 +173,27 @@ t.test('/v2/messages: create, read, delete', async (t) => {
     t.same(await del(app, 'abc'), { status: 401, body: UNAUTHORIZED }, 'no caller and a bad id: 401 first')
   })
 })
+
+t.test('a page served again from the page cache is the same JSON, and never outlives a write', async (t) => {
+  const app = await build(t, { testAuth: true })
+  const alice = await createAuthor(app, 'alice')
+  await createMessages(app, alice.id, 3)
+  const first = await app.inject({ method: 'GET', url: '/v2/messages?limit=2' })
+  const again = await app.inject({ method: 'GET', url: '/v2/messages?limit=2' })
+  t.equal(first.statusCode, 200)
+  t.equal(again.headers['content-type'], 'application/json; charset=utf-8', 'sent as JSON')
+  t.equal(again.body, first.body, 'the same bytes')
+  t.same(again.json().pagination, { page: 1, limit: 2, total: 3, totalPages: 2 })
+
+  // Two page numbers past the largest offset share one clamped offset and one cached result: each keeps
+  // its own page number.
+  const huge = await get(app, '/v2/messages?page=1e300&limit=2')
+  const huger = await get(app, '/v2/messages?page=2e300&limit=2')
+  t.same([huge.body.pagination.page, huger.body.pagination.page], [1e300, 2e300])
+
+  await post(app, { content: 'one more' }, { sub: 'alice', role: 'User' })
+  const after = await get(app, '/v2/messages?limit=2')
+  t.same(after.body.pagination, { page: 1, limit: 2, total: 4, totalPages: 2 }, 'the next read after a write sees it')
+  const search = await get(app, '/v2/messages/search?q=more&limit=2')
+  t.same([search.body.data.length, search.body.pagination.total], [1, 1])
+})

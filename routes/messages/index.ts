@@ -3,6 +3,7 @@ import { Type } from '@sinclair/typebox'
 import { hasRoleAtLeast } from '../../src/auth/roles.js'
 import { ForbiddenError, MissingQueryError, NotFoundError } from '../../src/errors.js'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
+import { createSerializedSender } from '../../src/lib/serialized-reply.js'
 import { MESSAGE_SORT_FIELDS } from '../../src/repositories/messages.js'
 import { bearerAuth, ErrorRef, IdParams, Ref } from '../../src/schemas/common.js'
 import { CreateMessageBody, MessageListQuery, MessageSchema, MessageSearchQuery } from '../../src/schemas/messages.js'
@@ -10,6 +11,9 @@ import { CreateMessageBody, MessageListQuery, MessageSchema, MessageSearchQuery 
 const messages: FastifyPluginAsyncTypebox = async function (app) {
   const { messagesRepository } = app
   const MessageRef = Ref(MessageSchema)
+  // Cached pages come back as the same objects: each is serialized once per route.
+  const sendList = createSerializedSender()
+  const sendSearch = createSerializedSender()
 
   app.get('/', {
     schema: {
@@ -18,9 +22,9 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       querystring: MessageListQuery,
       response: { 200: pageSchema(MessageRef), 400: ErrorRef, 500: ErrorRef }
     }
-  }, async function (request) {
+  }, async function (request, reply) {
     const query = request.query
-    return readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.list(query, page))
+    return sendList(reply, await readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.list(query, page)))
   })
 
   app.get('/search', {
@@ -30,11 +34,11 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       querystring: MessageSearchQuery,
       response: { 200: pageSchema(MessageRef), 400: ErrorRef, 500: ErrorRef }
     }
-  }, async function (request) {
+  }, async function (request, reply) {
     const query = request.query
     const term = query.q
     if (term === undefined || term.trim() === '') throw new MissingQueryError('q')
-    return readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page))
+    return sendSearch(reply, await readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page)))
   })
 
   app.get('/:id', {

@@ -87,6 +87,10 @@ export function toPage<T> (data: T[], total: number, request: PageRequest): Page
   }
 }
 
+// A result served again from a cache is the same object: for the same page request it gives the same Page
+// object too, so what a route derives from a page (its serialized body) can be remembered with it.
+const pagesOf = new WeakMap<object, Page<unknown>>()
+
 /**
  * Reads one page of a collection: normalises the pagination parameters, runs the query, and turns
  * any database failure into `Failed to retrieve <collection>` (SPEC 4.9 rule 4).
@@ -104,5 +108,9 @@ export async function readPage<S extends string, T> (
   } catch (err) {
     throw new RetrieveFailedError(collection, { cause: err })
   }
-  return toPage(result.rows, result.total, request)
+  const known = pagesOf.get(result)
+  if (known !== undefined && known.pagination.page === request.page && known.pagination.limit === request.limit) return known as Page<T>
+  const page = toPage(result.rows, result.total, request)
+  pagesOf.set(result, page)
+  return page
 }
