@@ -2,7 +2,6 @@
 import fastifyJwt from '@fastify/jwt'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { decodeJwt, decodeProtectedHeader } from 'jose'
 import { createKeyResolver } from '../src/auth/jwks.js'
 import { createLocalUserResolver } from '../src/auth/resolve-local-user.js'
 import { DEFAULT_ROLE } from '../src/auth/roles.js'
@@ -78,10 +77,18 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
   const userinfo = createUserinfoClient({ issuer, timeoutMs: opts.upstreamTimeoutMs })
   app.addHook('onClose', async () => { await userinfo.close() })
   const resolve = createLocalUserResolver(app.usersRepository)
+  const keyUsed = new WeakMap<FastifyRequest, { header: { alg?: unknown, kid?: unknown }, pem: string, exp: unknown }>()
 
   await app.register(fastifyJwt, {
     // Verify-only: the key is looked up per token, always at the configured issuer (never iss/jku/x5u).
-    secret: { public: async (_request: FastifyRequest, token: { header: { alg?: unknown, kid?: unknown } }) => resolveKey(token.header) },
+    secret: {
+      public: async (request: FastifyRequest, token: { header: { alg?: unknown, kid?: unknown }, payload: { exp?: unknown } }) => {
+        const pem = await resolveKey(token.header)
+        // What verified it, kept for remember(): the token is not decoded nor its key resolved twice.
+        keyUsed.set(request, { header: { alg: token.header.alg, kid: token.header.kid }, pem, exp: token.payload.exp })
+        return pem
+      }
+    },
     decode: { complete: true },
     verify: {
       algorithms: ['RS256'],
@@ -107,27 +114,24 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
     }
     const token = bearerToken(request)
     const now = Date.now()
-    const hit = token === undefined ? undefined : verified.get(token, now)
-    if (hit !== undefined) {
+    if (token !== undefined) {
+      const hit = verified.get(token, now)
       // The key must still be the one that verified it: a key gone from the key set retires its tokens.
-      if (await resolveKey(hit.header).catch(() => undefined) === hit.pem) {
+      if (hit !== undefined && await resolveKey(hit.header).catch(() => undefined) === hit.pem) {
         request.user = hit.user
         return
       }
-      verified.delete(token!)
+      if (hit !== undefined) verified.delete(token)
     }
     await request.jwtVerify()
-    // Not remembering a token (its key changed meanwhile) only means verifying it again next time.
-    if (token !== undefined && request.user !== null) await remember(token, request.user, now).catch(() => {})
+    if (token !== undefined && request.user !== null) remember(request, token, request.user, now)
   }
 
   /** After a full verification: the token, its user, the key that verified it and how long it holds. */
-  async function remember (token: string, user: AuthenticatedUser, now: number): Promise<void> {
-    const header = decodeProtectedHeader(token)
-    const { exp } = decodeJwt(token)
-    if (typeof exp !== 'number') return
-    const pem = await resolveKey({ alg: header.alg, kid: header.kid })
-    verified.set(token, { user: Object.freeze(user), header: { alg: header.alg, kid: header.kid }, pem, until: Math.min(exp * 1000 + CLOCK_TOLERANCE_MS, now + VERIFIED_MAX_AGE_MS) })
+  function remember (request: FastifyRequest, token: string, user: AuthenticatedUser, now: number): void {
+    const used = keyUsed.get(request)
+    if (used === undefined || typeof used.exp !== 'number') return
+    verified.set(token, { user: Object.freeze(user), header: used.header, pem: used.pem, until: Math.min(used.exp * 1000 + CLOCK_TOLERANCE_MS, now + VERIFIED_MAX_AGE_MS) })
   }
 
   function attachUser (request: FastifyRequest, reply: FastifyReply): void {
