@@ -57,7 +57,8 @@ export function createErrorHandler (development: boolean) {
     if (status >= 500) request.log.error({ err: error }, 'request failed')
     // debug: the one info line per request comes from plugins/request-log.ts.
     else request.log.debug({ err: { code: error.code, message: error.message }, statusCode: status }, 'request rejected')
-    return reply.code(status).send(body)
+    // An error is never stored or revalidated (CONTRACT 12), whatever the route would send on success.
+    return reply.code(status).header('cache-control', 'no-store').removeHeader('etag').send(body)
   }
 }
 

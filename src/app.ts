@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import authPlugin from '../plugins/auth.js'
+import compressionPlugin from '../plugins/compression.js'
 import dbPlugin from '../plugins/db.js'
 import errorsPlugin, { clientErrorHandler, createErrorHandler } from '../plugins/errors.js'
 import securityPlugin from '../plugins/security.js'
@@ -170,6 +171,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
 
   for (const schema of [ErrorSchema, PaginationSchema, MessageSchema, MovieSchema, UserSchema]) app.addSchema(schema)
   await app.register(securityPlugin)
+  await app.register(compressionPlugin)
   await app.register(swaggerPlugin, { title: 'Messages API', version: '1.0.0' })
 
   await app.register(healthRoutes)

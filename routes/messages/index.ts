@@ -2,29 +2,32 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { hasRoleAtLeast } from '../../src/auth/roles.js'
 import { ForbiddenError, MissingQueryError, NotFoundError } from '../../src/errors.js'
+import { found } from '../../src/lib/entity-tag.js'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
-import { createSerializedSender } from '../../src/lib/serialized-reply.js'
+import { createRepresentationSender } from '../../src/lib/representation.js'
 import { MESSAGE_SORT_FIELDS } from '../../src/repositories/messages.js'
-import { bearerAuth, ErrorRef, IdParams, Ref } from '../../src/schemas/common.js'
+import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import { CreateMessageBody, MessageListQuery, MessageSchema, MessageSearchQuery } from '../../src/schemas/messages.js'
 
 const messages: FastifyPluginAsyncTypebox = async function (app) {
   const { messagesRepository } = app
   const MessageRef = Ref(MessageSchema)
-  // Cached pages come back as the same objects: each is serialized once per route.
-  const sendList = createSerializedSender()
-  const sendSearch = createSerializedSender()
+  // Tagged public reads (CONTRACT 12). Cached pages and messages come back as the same objects: each
+  // is serialized once per route and compressed once per encoding.
+  const sendList = createRepresentationSender({ cacheControl: 'no-cache' })
+  const sendSearch = createRepresentationSender({ cacheControl: 'no-cache' })
+  const sendMessage = createRepresentationSender({ cacheControl: 'no-cache' })
 
   app.get('/', {
     schema: {
       tags: ['messages'],
       summary: 'List messages (public, paginated, filtered, sorted)',
       querystring: MessageListQuery,
-      response: { 200: pageSchema(MessageRef), 400: ErrorRef, 500: ErrorRef }
+      response: { 200: pageSchema(MessageRef), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
     const query = request.query
-    return sendList(reply, await readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.list(query, page)))
+    return sendList(request, reply, (conditional) => readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.list(query, page, conditional)))
   })
 
   app.get('/search', {
@@ -32,13 +35,13 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       tags: ['messages'],
       summary: 'Search messages by text in content or subject (public, paginated like the list)',
       querystring: MessageSearchQuery,
-      response: { 200: pageSchema(MessageRef), 400: ErrorRef, 500: ErrorRef }
+      response: { 200: pageSchema(MessageRef), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
     const query = request.query
     const term = query.q
     if (term === undefined || term.trim() === '') throw new MissingQueryError('q')
-    return sendSearch(reply, await readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page)))
+    return sendSearch(request, reply, (conditional) => readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page, conditional)))
   })
 
   app.get('/:id', {
@@ -46,12 +49,10 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       tags: ['messages'],
       summary: 'Get one message',
       params: IdParams,
-      response: { 200: MessageRef, 400: ErrorRef, 404: ErrorRef, 500: ErrorRef }
+      response: { 200: MessageRef, 304: NotModified, 400: ErrorRef, 404: ErrorRef, 500: ErrorRef }
     }
-  }, async function (request) {
-    const message = await messagesRepository.findById(request.params.id)
-    if (message === null) throw new NotFoundError('Message')
-    return message
+  }, async function (request, reply) {
+    return sendMessage(request, reply, async (conditional) => found(await messagesRepository.getById(request.params.id, conditional), 'Message'))
   })
 
   app.post('/', {

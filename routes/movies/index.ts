@@ -1,11 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
+import { createRepresentationSender } from '../../src/lib/representation.js'
 import { MOVIE_SORT_FIELDS } from '../../src/repositories/movies.js'
-import { ErrorRef, Ref } from '../../src/schemas/common.js'
+import { ErrorRef, NotModified, Ref } from '../../src/schemas/common.js'
 import { MovieListQuery, MovieSchema } from '../../src/schemas/movies.js'
 
 const movies: FastifyPluginAsyncTypebox = async function (app) {
   const { moviesRepository } = app
+  const sendList = createRepresentationSender({ cacheControl: 'no-cache' })
 
   app.get('/', {
     schema: {
@@ -13,11 +15,11 @@ const movies: FastifyPluginAsyncTypebox = async function (app) {
       summary: 'List movies (the reference collection: paginated, filtered, sorted)',
       description: 'Filters combine freely; a filter with an invalid value is 400. Invalid pagination parameters fall back to their defaults.',
       querystring: MovieListQuery,
-      response: { 200: pageSchema(Ref(MovieSchema)), 400: ErrorRef, 500: ErrorRef }
+      response: { 200: pageSchema(Ref(MovieSchema)), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
     }
-  }, async function (request) {
+  }, async function (request, reply) {
     const query = request.query
-    return readPage('movies', query, MOVIE_SORT_FIELDS, (page) => moviesRepository.list(query, page))
+    return sendList(request, reply, (conditional) => readPage('movies', query, MOVIE_SORT_FIELDS, (page) => moviesRepository.list(query, page, conditional)))
   })
 }
 

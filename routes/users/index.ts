@@ -1,14 +1,24 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest } from 'fastify'
 import { hasRoleAtLeast } from '../../src/auth/roles.js'
-import { ForbiddenError, NotFoundError } from '../../src/errors.js'
+import { ForbiddenError } from '../../src/errors.js'
+import { found } from '../../src/lib/entity-tag.js'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
+import { callerScope, createRepresentationSender } from '../../src/lib/representation.js'
+import type { LocalUser } from '../../src/repositories/users.js'
 import { USER_SORT_FIELDS } from '../../src/repositories/users.js'
-import { bearerAuth, ErrorRef, IdParams, Ref } from '../../src/schemas/common.js'
+import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import { UserListQuery, UserSchema } from '../../src/schemas/users.js'
+
+const exists = (user: LocalUser | null) => user !== null
 
 const users: FastifyPluginAsyncTypebox = async function (app) {
   const { usersRepository } = app
   const UserRef = Ref(UserSchema)
+  // The caller's own reads (CONTRACT 12): private, tagged per caller where the body depends on it.
+  const sendMe = createRepresentationSender({ cacheControl: 'private, no-cache', scope: callerScope })
+  const sendList = createRepresentationSender({ cacheControl: 'private, no-cache' })
+  const sendUser = createRepresentationSender({ cacheControl: 'private, no-cache', scope: callerScope })
 
   // Every route of this router needs a caller.
   app.addHook('onRequest', app.authenticate)
@@ -18,10 +28,10 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       tags: ['users'],
       summary: "The caller's local user record (created on first call)",
       security: bearerAuth,
-      response: { 200: UserRef, 401: ErrorRef, 502: ErrorRef }
+      response: { 200: UserRef, 304: NotModified, 401: ErrorRef, 502: ErrorRef }
     }
-  }, async function (request) {
-    return app.resolveLocalUser(request)
+  }, async function (request, reply) {
+    return sendMe(request, reply, (conditional) => usersRepository.revalidate('me', conditional, async () => app.resolveLocalUser(request), exists))
   })
 
   app.get('/', {
@@ -31,11 +41,11 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       summary: 'List local users (Admin or higher)',
       security: bearerAuth,
       querystring: UserListQuery,
-      response: { 200: pageSchema(UserRef), 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 500: ErrorRef }
+      response: { 200: pageSchema(UserRef), 304: NotModified, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 500: ErrorRef }
     }
-  }, async function (request) {
+  }, async function (request, reply) {
     const query = request.query
-    return readPage('users', query, USER_SORT_FIELDS, (page) => usersRepository.list(query, page))
+    return sendList(request, reply, (conditional) => readPage('users', query, USER_SORT_FIELDS, (page) => usersRepository.list(query, page, conditional)))
   })
 
   app.get('/:id', {
@@ -44,18 +54,21 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       summary: 'One local user (the caller, or anyone for Admin or higher)',
       security: bearerAuth,
       params: IdParams,
-      response: { 200: UserRef, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 404: ErrorRef, 502: ErrorRef }
+      response: { 200: UserRef, 304: NotModified, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 404: ErrorRef, 502: ErrorRef }
     }
-  }, async function (request) {
+  }, async function (request, reply) {
     const { id } = request.params
+    return sendUser(request, reply, async (conditional) => found(await usersRepository.revalidate(`user:${id}`, conditional, async () => visibleUser(request, id), exists), 'User'))
+  })
+
+  /** The user `id` as the caller may see it: themselves, or anyone for Admin or higher. */
+  async function visibleUser (request: FastifyRequest, id: number): Promise<LocalUser | null> {
     const me = await app.resolveLocalUser(request)
     if (me.id === id) return me
     // CONTRACT 10: below Admin, another id is 403 whether or not it exists.
     if (!hasRoleAtLeast(request.user!.role, 'Admin')) throw new ForbiddenError()
-    const user = await usersRepository.findById(id)
-    if (user === null) throw new NotFoundError('User')
-    return user
-  })
+    return usersRepository.findById(id)
+  }
 }
 
 export default users

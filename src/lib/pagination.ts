@@ -3,6 +3,7 @@ import { asc, desc, type SQL } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
 import { RetrieveFailedError } from '../errors.js'
 import { Ref } from '../schemas/common.js'
+import type { Revalidated } from './entity-tag.js'
 
 // The collection convention of SPEC 4.9 and CONTRACT 7/10, implemented once. Each collection
 // declares its sort allowlist and its filters; everything else here is shared.
@@ -92,22 +93,28 @@ export function toPage<T> (data: T[], total: number, request: PageRequest): Page
 const pagesOf = new WeakMap<object, Page<unknown>>()
 
 /**
- * Reads one page of a collection: normalises the pagination parameters, runs the query, and turns
- * any database failure into `Failed to retrieve <collection>` (SPEC 4.9 rule 4).
+ * Reads one page of a collection: normalises the pagination parameters, runs the query (which may
+ * find the client's copy current, CONTRACT 12), and turns any database failure into
+ * `Failed to retrieve <collection>` (SPEC 4.9 rule 4).
  */
 export async function readPage<S extends string, T> (
   collection: string,
   query: { page?: string, limit?: string, sort?: string, order?: string },
   sortFields: readonly S[],
-  fetch: (page: PageRequest<S>) => Promise<{ rows: T[], total: number }>
-): Promise<Page<T>> {
+  fetch: (page: PageRequest<S>) => Promise<Revalidated<{ rows: T[], total: number }>>
+): Promise<Revalidated<Page<T>>> {
   const request = parsePageRequest(query, sortFields)
-  let result: { rows: T[], total: number }
+  let result: Revalidated<{ rows: T[], total: number }>
   try {
     result = await fetch(request)
   } catch (err) {
     throw new RetrieveFailedError(collection, { cause: err })
   }
+  if (result.notModified) return result
+  return { tag: result.tag, notModified: false, value: pageOf(result.value, request) }
+}
+
+function pageOf<T> (result: { rows: T[], total: number }, request: PageRequest): Page<T> {
   const known = pagesOf.get(result)
   if (known !== undefined && known.pagination.page === request.page && known.pagination.limit === request.limit) return known as Page<T>
   const page = toPage(result.rows, result.total, request)

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement, type Statement } from '../db/statement.js'
 import { versionSql } from '../repositories/collection.js'
+import { entityTag, ifNoneMatch, type Conditional, type Revalidated } from './entity-tag.js'
 
 // Collection reads are remembered with the versions of the tables they read (drizzle/0006: every
 // row any statement writes, from any client, grows its table's version). Each request reads the
@@ -19,7 +20,25 @@ function versionsStatement (tables: readonly string[]): Statement<{ versions: st
   return statement(`table_versions_${tables.join('_')}`, sql`SELECT ${sql.join(parts, sql` || ',' || `)} AS versions`)
 }
 
-function createVersionReader (readVersions: Statement<{ versions: string }>) {
+export type VersionReader = (db: Database) => Promise<Versions>
+
+const readers = new Map<string, VersionReader>()
+
+/**
+ * Reads the versions of `tables` on a database. One reader per set of tables, so every cache and gate
+ * over the same tables shares its reads (see above) and its prepared statement.
+ */
+export function versionReader (tables: readonly string[]): VersionReader {
+  const name = tables.join(',')
+  let reader = readers.get(name)
+  if (reader === undefined) {
+    reader = createVersionReader(versionsStatement(tables))
+    readers.set(name, reader)
+  }
+  return reader
+}
+
+function createVersionReader (readVersions: Statement<{ versions: string }>): VersionReader {
   const running = new WeakMap<Database, Promise<Versions>>()
   const queued = new WeakMap<Database, Promise<Versions>>()
 
@@ -44,6 +63,38 @@ function createVersionReader (readVersions: Statement<{ versions: string }>) {
   }
 }
 
+/**
+ * Conditional reads (CONTRACT 12) of whatever `tables` hold: the tag is decided from their versions
+ * and the request's key, and a client whose copy carries it gets its 304 after that one version read.
+ */
+export class VersionGate {
+  readonly #versions: VersionReader
+
+  constructor (tables: readonly string[]) {
+    this.#versions = versionReader(tables)
+  }
+
+  versions (db: Database): Promise<Versions> {
+    return this.#versions(db)
+  }
+
+  /**
+   * `compute` gets the versions the answer is tagged with, and runs after they were read, so a body
+   * is never older than its tag. `exists` tells, for `If-None-Match: *`, whether the value is a current
+   * representation (an item that is absent or forbidden has none); without it every value is one.
+   */
+  async revalidate<T> (db: Database, key: string, conditional: Conditional, compute: (versions: Versions) => Promise<T>,
+    exists?: (value: T) => boolean): Promise<Revalidated<T>> {
+    const versions = await this.#versions(db)
+    const tag = entityTag(versions, `${key}\0${conditional.scope}`)
+    const match = ifNoneMatch(conditional.ifNoneMatch, tag)
+    if (match === 'tag' || (match === 'any' && exists === undefined)) return { tag, notModified: true }
+    const value = await compute(versions)
+    if (match === 'any' && exists?.(value) === true) return { tag, notModified: true }
+    return { tag, notModified: false, value }
+  }
+}
+
 interface Entry<T> { versions: Versions, value: T, size: number }
 
 /** Least-recently-used entries, bounded by an estimate of the bytes they hold. */
@@ -51,19 +102,30 @@ export class VersionedCache<T> {
   readonly #entries = new Map<string, Entry<T>>()
   readonly #maxBytes: number
   readonly #sizeOf: (value: T) => number
-  readonly #versions: (db: Database) => Promise<Versions>
+  readonly #gate: VersionGate
   #held = 0
 
   /** `tables`: every table whose rows the cached values show; a write to any of them retires them. */
   constructor (tables: readonly string[], maxBytes: number, sizeOf: (value: T) => number) {
-    this.#versions = createVersionReader(versionsStatement(tables))
+    this.#gate = new VersionGate(tables)
     this.#maxBytes = maxBytes
     this.#sizeOf = sizeOf
   }
 
   /** The value for `key` as the database now holds it: remembered, or computed and remembered. */
   async read (db: Database, key: string, compute: () => Promise<T>): Promise<T> {
-    const versions = await this.#versions(db)
+    return this.#lookup(key, await this.#gate.versions(db), compute)
+  }
+
+  /**
+   * Like `read`, tagged (CONTRACT 12): the tag comes from the versions this read is answered at and
+   * the key, and when the client's copy carries it, nothing but the versions is read.
+   */
+  revalidate (db: Database, key: string, conditional: Conditional, compute: () => Promise<T>, exists?: (value: T) => boolean): Promise<Revalidated<T>> {
+    return this.#gate.revalidate(db, key, conditional, async (versions) => this.#lookup(key, versions, compute), exists)
+  }
+
+  async #lookup (key: string, versions: Versions, compute: () => Promise<T>): Promise<T> {
     const hit = this.#entries.get(key)
     if (hit !== undefined && hit.versions === versions) {
       this.#entries.delete(key)

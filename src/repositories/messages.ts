@@ -5,6 +5,7 @@ import { messages, type PRIORITY_VALUES } from '../db/schema.js'
 import { statement } from '../db/statement.js'
 import type { PageRequest } from '../lib/pagination.js'
 import { OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
+import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import { VersionedCache } from '../lib/version-cache.js'
 import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type FilterValues } from './collection.js'
 import { createMessageWriter } from './message-writer.js'
@@ -116,8 +117,14 @@ export function likePattern (term: string): string {
 // Pages of the list and of search, remembered until any write to messages or users (authors' names).
 const PAGE_CACHE_BYTES = 32 * 1024 * 1024
 const pageSize = (page: { rows: Message[] }) => page.rows.reduce((size, m) => size + 160 + m.content.length + (m.subject?.length ?? 0) + (m.author.name?.length ?? 0), 64)
+// The normalised request: it keys the cache and, with the versions, the page's tag (CONTRACT 12).
 const pageKey = (kind: string, filters: MessageFilters, page: PageRequest<MessageSort>, term = '') =>
-  JSON.stringify([kind, term, filters.priority, filters.authorId, filters.subject, page.sort, page.order, page.offset, page.limit])
+  JSON.stringify([kind, term, filters.priority, filters.authorId, filters.subject, page.sort, page.order, page.page, page.offset, page.limit])
+
+// Single messages, remembered like pages: a message shows its author's name, so users' writes retire it too.
+const ITEM_CACHE_BYTES = 8 * 1024 * 1024
+const itemSize = (message: Message | null) => message === null ? 64 : 160 + message.content.length + (message.subject?.length ?? 0) + (message.author.name?.length ?? 0)
+const exists = (message: Message | null) => message !== null
 
 const strip = (rows: Array<MessageRow & { ord?: number | null, total?: number, version?: number }>): Message[] =>
   rows.map(toMessage)
@@ -126,6 +133,7 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
   const writer = createMessageWriter(db)
   const searchCache = new OrderedIdCache(SEARCH_CACHE_IDS)
   const pages = new VersionedCache<{ rows: Message[], total: number }>(['messages', 'users'], PAGE_CACHE_BYTES, pageSize)
+  const items = new VersionedCache<Message | null>(['messages', 'users'], ITEM_CACHE_BYTES, itemSize)
   const searchStatements = new Map<string, ReturnType<typeof statement<{ version: number, ids: number[] }>>>()
   // One read of a term's ids at a time per key and database, however many requests want them.
   const computing = new Map<string, Promise<OrderedIds>>()
@@ -148,6 +156,11 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
       pending.then(forget, forget)
     }
     return pending
+  }
+
+  async function findOn (target: Database, id: number): Promise<Message | null> {
+    const [row] = await byId(target, { id })
+    return row === undefined ? null : toMessage(row)
   }
 
   async function listPage (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
@@ -187,18 +200,22 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
   }
 
   return {
-    list (filters: MessageFilters, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
-      return read((target) => pages.read(target, pageKey('list', filters, page), () => listPage(target, filters, page)))
+    list (filters: MessageFilters, page: PageRequest<MessageSort>, conditional: Conditional): Promise<Revalidated<{ rows: Message[], total: number }>> {
+      return read((target) => pages.revalidate(target, pageKey('list', filters, page), conditional, () => listPage(target, filters, page)))
     },
 
     /** Case-insensitive substring match on content and subject, then the same filters as list. */
-    search (term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
-      return read((target) => pages.read(target, pageKey('search', filters, page, term), () => searchPage(target, term, filters, page)))
+    search (term: string, filters: MessageFilters, page: PageRequest<MessageSort>, conditional: Conditional): Promise<Revalidated<{ rows: Message[], total: number }>> {
+      return read((target) => pages.revalidate(target, pageKey('search', filters, page, term), conditional, () => searchPage(target, term, filters, page)))
     },
 
-    async findById (id: number): Promise<Message | null> {
-      const [row] = await read((target) => byId(target, { id }))
-      return row === undefined ? null : toMessage(row)
+    /** One message, or null; unread when the client's copy is current. */
+    getById (id: number, conditional: Conditional): Promise<Revalidated<Message | null>> {
+      return read((target) => items.revalidate(target, String(id), conditional, async () => findOn(target, id), exists))
+    },
+
+    findById (id: number): Promise<Message | null> {
+      return read((target) => findOn(target, id))
     },
 
     /** Inserts as the local user of `subjectId`; null when that user does not exist yet. */

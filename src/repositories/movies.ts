@@ -2,7 +2,9 @@ import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
 import type { MovieRow } from '../db/schema.js'
+import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import type { PageRequest } from '../lib/pagination.js'
+import { VersionedCache } from '../lib/version-cache.js'
 import { createCollectionReader, hashKey, placeholder, plainKey } from './collection.js'
 
 export type Movie = MovieRow
@@ -33,10 +35,15 @@ const reader = createCollectionReader<MovieSort, keyof MovieFilters, Movie>({
   ranked: { dims: {} }
 })
 
+const PAGE_CACHE_BYTES = 4 * 1024 * 1024
+const pageSize = (page: { rows: Movie[] }) => page.rows.reduce((size, movie) => size + 96 + movie.title.length + movie.genre.length, 64)
+
 export function createMoviesRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
+  const pages = new VersionedCache<{ rows: Movie[], total: number }>(['movies'], PAGE_CACHE_BYTES, pageSize)
   return {
-    list (filters: MovieFilters, page: PageRequest<MovieSort>): Promise<{ rows: Movie[], total: number }> {
-      return read((target) => reader.read(target, filters, page))
+    list (filters: MovieFilters, page: PageRequest<MovieSort>, conditional: Conditional): Promise<Revalidated<{ rows: Movie[], total: number }>> {
+      const key = JSON.stringify([filters.genre, filters.year, filters.minRating, page])
+      return read((target) => pages.revalidate(target, key, conditional, async () => reader.read(target, filters, page)))
     }
   }
 }

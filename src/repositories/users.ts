@@ -2,7 +2,9 @@ import { eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
 import type { ReadRouter } from '../db/read-router.js'
+import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import type { PageRequest } from '../lib/pagination.js'
+import { VersionedCache, VersionGate } from '../lib/version-cache.js'
 import { createCollectionReader, hashKey, isoTimestamp, placeholder } from './collection.js'
 
 export type Role = typeof ROLE_VALUES[number]
@@ -62,8 +64,21 @@ const fromItemRow = (row: UserItemRow): LocalUser => ({
   updatedAt: row.updated_at
 })
 
+const PAGE_CACHE_BYTES = 4 * 1024 * 1024
+const pageSize = (page: { rows: LocalUser[] }) => page.rows.reduce((size, user) => size + 200 + user.subjectId.length + (user.email?.length ?? 0) + (user.name?.length ?? 0), 64)
+
 export function createUsersRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
+  const pages = new VersionedCache<{ rows: LocalUser[], total: number }>(['users'], PAGE_CACHE_BYTES, pageSize)
+  const gate = new VersionGate(['users'])
   return {
+    /**
+     * A read of local users on the primary, tagged with the users table's version (CONTRACT 12): when
+     * the client's copy is current, `compute` never runs. `exists` says whether a value is one.
+     */
+    revalidate<T> (key: string, conditional: Conditional, compute: () => Promise<T>, exists?: (value: T) => boolean): Promise<Revalidated<T>> {
+      return gate.revalidate(db, key, conditional, compute, exists)
+    },
+
     async findById (id: number): Promise<LocalUser | null> {
       const [row] = await db.select().from(users).where(eq(users.id, id))
       return row === undefined ? null : toUser(row)
@@ -86,9 +101,12 @@ export function createUsersRepository (db: Database, read: ReadRouter = async (r
       return toUser(row)
     },
 
-    async list (filters: UserFilters, page: PageRequest<UserSort>): Promise<{ rows: LocalUser[], total: number }> {
-      const { rows, total } = await read((target) => reader.read(target, filters, page))
-      return { rows: rows.map(fromItemRow), total }
+    list (filters: UserFilters, page: PageRequest<UserSort>, conditional: Conditional): Promise<Revalidated<{ rows: LocalUser[], total: number }>> {
+      const key = JSON.stringify([filters.role, page])
+      return read((target) => pages.revalidate(target, key, conditional, async () => {
+        const { rows, total } = await reader.read(target, filters, page)
+        return { rows: rows.map(fromItemRow), total }
+      }))
     }
   }
 }

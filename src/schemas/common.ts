@@ -41,5 +41,8 @@ export const Timestamp = Type.String({ format: 'date-time', examples: ['2026-01-
 
 export const HealthSchema = Type.Object({ ok: Type.Literal(true) })
 
+/** The 304 of a conditional read (CONTRACT 12): no body, the same ETag. */
+export const NotModified = Type.Null({ description: 'Not Modified: the ETag in If-None-Match is still current; no body' })
+
 /** The security requirement of every protected operation (SPEC 4.6). */
 export const bearerAuth = [{ bearerAuth: [] }]
