@@ -19,6 +19,8 @@ export interface RowReport {
   key: string
   name: string
   results: Partial<Record<Target, Measurement>>
+  /** A row measured against another row of the same run: the service's ratio must reach `target`. */
+  reference?: { key: string, target: number }
 }
 
 export interface Machine {
@@ -86,6 +88,19 @@ export function renderMarkdown (report: BenchReport): string {
     const [c, , c99] = cells(ceiling)
     lines.push(`| ${row.name} | ${s} | ${s50} | ${s99} | ${b} | ${b50} | ${b99} | ${c} | ${c99} | ${ratio(service, baseline)} | ${ratio(service, ceiling)} | ` +
       `${service === undefined ? '—' : `${service.non2xx} / ${service.errors}`} | ${service === undefined ? '—' : service.peakRssMb.toFixed(0)} | ${status} |`)
+  }
+  const referenced = report.rows.filter((row) => row.reference !== undefined)
+  if (referenced.length > 0) {
+    lines.push('', 'Rows measured against another row of this run (service):', '',
+      '| Row | Service req/s | p99 ms | Reference row | Reference req/s | Ratio | Target | Met |', '|---|---:|---:|---|---:|---:|---:|---|')
+    for (const row of referenced) {
+      const against = report.rows.find((r) => r.key === row.reference!.key)
+      const m = row.results.service
+      const ref = against?.results.service
+      const value = m !== undefined && ref !== undefined && ref.rps > 0 ? m.rps / ref.rps : undefined
+      lines.push(`| ${row.name} | ${m === undefined ? '—' : int(m.rps)} | ${m === undefined ? '—' : ms(m.p99)} | ${against?.name ?? row.reference!.key} | ` +
+        `${ref === undefined ? '—' : int(ref.rps)} | ${ratio(m, ref)} | ≥ ${row.reference!.target}× | ${value === undefined ? '—' : value >= row.reference!.target ? 'yes' : 'no'} |`)
+    }
   }
   const failures = report.rows.flatMap((row) => TARGETS.flatMap((t) => (row.results[t]?.problems ?? []).map((p) => `- ${row.name} (${t}): ${p}`)))
   if (failures.length > 0) lines.push('', 'Failures:', '', ...failures)
