@@ -4,6 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import authPlugin from '../plugins/auth.js'
 import compressionPlugin from '../plugins/compression.js'
+import corsPlugin from '../plugins/cors.js'
 import dbPlugin from '../plugins/db.js'
 import errorsPlugin, { clientErrorHandler, createErrorHandler } from '../plugins/errors.js'
 import securityPlugin from '../plugins/security.js'
@@ -150,6 +151,11 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   await app.register(validationPlugin)
   await app.register(errorsPlugin, { development: config.development })
   await app.register(lifecyclePlugin)
+  // Security headers, then CORS, before anything that can refuse a request (load shedding, auth,
+  // the rate limit): a preflight is answered before authentication with the security headers on it,
+  // and a browser can read a 503, 401 or 429 and its Retry-After.
+  await app.register(securityPlugin)
+  if (config.corsOrigins !== undefined) await app.register(corsPlugin, { origins: config.corsOrigins })
   await app.register(loadSheddingPlugin, { maxEventLoopDelayMs: config.maxEventLoopDelayMs })
   await app.register(dbPlugin, {
     url: config.databaseUrl,
@@ -170,7 +176,6 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   })
 
   for (const schema of [ErrorSchema, PaginationSchema, MessageSchema, MovieSchema, UserSchema]) app.addSchema(schema)
-  await app.register(securityPlugin)
   await app.register(compressionPlugin)
   await app.register(swaggerPlugin, { title: 'Messages API', version: '1.0.0' })
 

@@ -24,7 +24,8 @@ const EnvSchema = Type.Object({
   TRUST_PROXY: Type.Optional(Type.String({ minLength: 1 })),
   METRICS_TOKEN: Type.Optional(Type.String()),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000 }),
-  SHUTDOWN_GRACE_MS: Type.Integer({ minimum: 0, default: 10000 })
+  SHUTDOWN_GRACE_MS: Type.Integer({ minimum: 0, default: 10000 }),
+  CORS_ORIGINS: Type.Optional(Type.String({ minLength: 1 }))
 })
 
 type Env = Static<typeof EnvSchema>
@@ -58,6 +59,8 @@ export interface AppConfig {
   maxEventLoopDelayMs: number
   /** How long in-flight requests may take after SIGTERM/SIGINT. */
   shutdownGraceMs: number
+  /** Browser origins allowed to call the API (CONTRACT 12), or '*' for any; undefined: no CORS at all. */
+  corsOrigins: '*' | string[] | undefined
 }
 
 export class ConfigError extends Error {
@@ -79,7 +82,8 @@ const MESSAGES: Record<string, string> = {
   DATABASE_READ_URLS: 'must be a comma-separated list of postgres:// URLs',
   TRUST_PROXY: 'must be a hop count or a comma-separated list of IP addresses or CIDR ranges',
   MAX_EVENT_LOOP_DELAY_MS: 'must be a non-negative integer (milliseconds)',
-  SHUTDOWN_GRACE_MS: 'must be a non-negative integer (milliseconds)'
+  SHUTDOWN_GRACE_MS: 'must be a non-negative integer (milliseconds)',
+  CORS_ORIGINS: 'must be * or a comma-separated list of http(s) origins without a path, such as https://app.example.com'
 }
 
 // An address, an address/prefix, or one of proxy-addr's names for the private ranges.
@@ -98,6 +102,25 @@ function parseTrustProxy (value: string | undefined): AppConfig['trustProxy'] | 
   if (/^\s*\d+\s*$/.test(value)) return Number(value)
   const entries = value.split(',').map((entry) => entry.trim())
   return entries.every(isProxyAddress) ? entries : null
+}
+
+// scheme://host[:port] and nothing more: a path, query, fragment or credentials never match an Origin header.
+const ORIGIN_FORM = /^https?:\/\/[^/?#@\s]+$/i
+
+/**
+ * CONTRACT 12: `*`, or origins as browsers send them in Origin (scheme and host lower-case, no default
+ * port), so `https://App.example.com:443` is kept as `https://app.example.com`. null when invalid.
+ */
+function parseCorsOrigins (value: string | undefined): AppConfig['corsOrigins'] | null {
+  if (value === undefined) return undefined
+  if (value.trim() === '*') return '*'
+  const origins: string[] = []
+  for (const entry of value.split(',').map((part) => part.trim())) {
+    if (!ORIGIN_FORM.test(entry) || !URL.canParse(entry)) return null
+    const origin = new URL(entry).origin
+    if (!origins.includes(origin)) origins.push(origin)
+  }
+  return origins
 }
 
 const invalid = (name: string, raw: Record<string, string>): ConfigError =>
@@ -130,6 +153,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
   const e = converted as Env
   const trustProxy = parseTrustProxy(e.TRUST_PROXY)
   if (trustProxy === null) throw invalid('TRUST_PROXY', raw)
+  const corsOrigins = parseCorsOrigins(e.CORS_ORIGINS)
+  if (corsOrigins === null) throw invalid('CORS_ORIGINS', raw)
   const databaseReadUrls = e.DATABASE_READ_URLS === undefined ? [] : e.DATABASE_READ_URLS.split(',').map((url) => url.trim())
   if (databaseReadUrls.length > 0 && !/^postgres(ql)?:\/\//.test(e.DATABASE_URL ?? '')) {
     throw new ConfigError('DATABASE_READ_URLS needs DATABASE_URL to be a postgres:// URL (replicas follow a PostgreSQL primary)')
@@ -158,6 +183,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     trustProxy,
     metricsToken: e.METRICS_TOKEN,
     maxEventLoopDelayMs: e.MAX_EVENT_LOOP_DELAY_MS,
-    shutdownGraceMs: e.SHUTDOWN_GRACE_MS
+    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    corsOrigins
   })
 }

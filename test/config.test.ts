@@ -41,7 +41,8 @@ t.test('CONTRACT 2: the defaults', async (t) => {
     trustProxy: undefined,
     metricsToken: undefined,
     maxEventLoopDelayMs: 1000,
-    shutdownGraceMs: 10000
+    shutdownGraceMs: 10000,
+    corsOrigins: undefined
   }, 'an empty environment gives every default')
   t.ok(Object.isFrozen(loadConfig({})), 'the config is frozen')
   t.same(loadConfig({ PORT: '', AUTH_ISSUER: '', LOG_LEVEL: '' }), loadConfig({}), 'empty values count as unset')
@@ -85,6 +86,17 @@ t.test('AUTH_ISSUER: a single trailing slash is stripped', async (t) => {
   t.equal(loadConfig({ AUTH_ISSUER: 'https://idp.example.com/tenant/' }).authIssuer, 'https://idp.example.com/tenant', 'with a path too')
 })
 
+t.test('CORS_ORIGINS: *, or origins kept as browsers send them', async (t) => {
+  t.equal(loadConfig({ CORS_ORIGINS: '*' }).corsOrigins, '*', '* allows any origin')
+  t.equal(loadConfig({ CORS_ORIGINS: ' * ' }).corsOrigins, '*', 'surrounding blanks are ignored')
+  t.same(loadConfig({ CORS_ORIGINS: 'https://app.example.com' }).corsOrigins, ['https://app.example.com'], 'one origin')
+  t.same(loadConfig({ CORS_ORIGINS: 'https://app.example.com, http://localhost:5173,http://[::1]:8080' }).corsOrigins,
+    ['https://app.example.com', 'http://localhost:5173', 'http://[::1]:8080'], 'a list, blanks around commas ignored')
+  t.same(loadConfig({ CORS_ORIGINS: 'HTTPS://App.Example.com:443,http://localhost:80,https://app.example.com' }).corsOrigins,
+    ['https://app.example.com', 'http://localhost'], 'lower-cased, default ports dropped, duplicates once: the form of an Origin header')
+  t.equal(loadConfig({ CORS_ORIGINS: '' }).corsOrigins, undefined, 'empty counts as unset')
+})
+
 t.test('invalid values: one line naming the variable', async (t) => {
   const cases: Array<[string, Record<string, string>, string]> = [
     ['PORT=abc', { PORT: 'abc' }, 'PORT'],
@@ -96,6 +108,10 @@ t.test('invalid values: one line naming the variable', async (t) => {
     ['AUTH_ISSUER=not a url', { AUTH_ISSUER: 'not a url' }, 'AUTH_ISSUER'],
     ['LOG_LEVEL=loud', { LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     ['RATE_LIMIT_MAX=many', { RATE_LIMIT_MAX: 'many' }, 'RATE_LIMIT_MAX'],
+    ...['https://app.example.com/', 'https://app.example.com/app', 'https://app.example.com?x=1', 'https://app.example.com#top',
+      'app.example.com', 'ftp://app.example.com', 'https://user@app.example.com', 'https://app.example.com:99999', 'null',
+      'https://a.example.com,*', 'https://a.example.com,,https://b.example.com', 'https://a.example.com,', '**']
+      .map((value): [string, Record<string, string>, string] => [`CORS_ORIGINS=${value}`, { CORS_ORIGINS: value }, 'CORS_ORIGINS']),
     ['NODE_ENV=production without AUTH_ISSUER', { NODE_ENV: 'production' }, 'AUTH_ISSUER']
   ]
   for (const [name, env, variable] of cases) {

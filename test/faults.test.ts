@@ -296,7 +296,9 @@ t.test('the identity provider goes away: known subjects keep working, a new one 
   // kate is known: provisioned and her key fetched while the provider was up. nina has never been seen.
   const kate = await idp.sign({ sub: 'kate', role: 'Admin', email: 'kate@example.com', name: 'Kate' })
   const nina = await idp.sign({ sub: 'nina', role: 'User', name: 'Nina' }, { omit: ['email'] })
-  t.equal((await as(kate, 'POST', '/v2/messages', { content: 'before the outage' })).status, 201)
+  const beforeOutage = await as(kate, 'POST', '/v2/messages', { content: 'before the outage' })
+  t.equal(beforeOutage.status, 201)
+  const kateMessageId = (beforeOutage.body as { id: number }).id
   const kateId = (await rowsOf('kate'))[0]?.id
   t.equal(idp.jwksRequests, 1)
   t.equal(idp.userinfoRequests, 1)
@@ -324,14 +326,16 @@ t.test('the identity provider goes away: known subjects keep working, a new one 
       await as(nina, 'POST', '/v2/messages', { content: 'never written' }),
       await as(nina, 'GET', '/v2/users/me'),
       await as(nina, 'GET', `/v2/users/${kateId ?? 1}`),
+      await as(nina, 'DELETE', `/v2/messages/${kateMessageId}`),
       ...await Promise.all(Array.from({ length: 5 }, async () => await as(nina, 'POST', '/v2/messages', { content: 'never written either' })))
     ]
     for (const answer of answers) {
       t.same(strip(answer), failed)
       t.ok(answer.ms < ANSWER_MS, `answered in ${answer.ms} ms`)
     }
-    // Public routes do not need the provider at all.
+    // Public routes do not need the provider at all, nor does a delete of a message that is not there.
     t.equal((await as(nina, 'GET', '/v2/messages')).status, 200)
+    t.same(strip(await as(nina, 'DELETE', '/v2/messages/999999')), { status: 404, body: { error: 'Message not found' } })
     t.same(await rowsOf('nina'), [], 'no local user')
     t.equal(await messageCount(), acknowledged, 'no message')
   })

@@ -17,10 +17,20 @@ async function list (app: App, query = ''): Promise<{ status: number, body: Page
   return { status: res.statusCode, body: res.json() }
 }
 
-async function post (app: App, content: string): Promise<number> {
-  const res = await app.inject({ method: 'POST', url: '/v2/messages', headers: alice, payload: { content, subject: 'replica' } })
+async function post (app: App, content: string, headers: Record<string, string> = alice): Promise<number> {
+  const res = await app.inject({ method: 'POST', url: '/v2/messages', headers, payload: { content, subject: 'replica' } })
   if (res.statusCode !== 201) throw new Error(`POST /v2/messages: ${res.statusCode} ${res.body}`)
   return res.json<{ id: number }>().id
+}
+
+async function pauseReplay (replica: postgres.Sql): Promise<void> {
+  await replica`select pg_wal_replay_pause()`
+  for (let i = 0; i < 100; i++) {
+    const [{ state }] = await replica`select pg_get_wal_replay_pause_state() as state` as unknown as [{ state: string }]
+    if (state === 'paused') return
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  throw new Error('replay did not pause')
 }
 
 t.test('reads from a streaming replica, writes to the primary, and a dead replica never fails a read', async (t) => {
@@ -47,12 +57,7 @@ t.test('reads from a streaming replica, writes to the primary, and a dead replic
   t.match(await list(app), { status: 200, body: { data: [{ id: first }], pagination: { total: 1 } } })
 
   await t.test('reads come from the replica: a paused replay hides a new message until it resumes', async (t) => {
-    await replica`select pg_wal_replay_pause()`
-    for (let i = 0; i < 100; i++) {
-      const [{ state }] = await replica`select pg_get_wal_replay_pause_state() as state` as unknown as [{ state: string }]
-      if (state === 'paused') break
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
+    await pauseReplay(replica)
     const second = await post(app, 'written while the replica is paused')
 
     const [onPrimary] = await primary`select count(*)::int as n from messages where id = ${second}` as unknown as [{ n: number }]
@@ -73,6 +78,49 @@ t.test('reads from a streaming replica, writes to the primary, and a dead replic
     t.same(resumed.body.data.map((m) => m.id), [first, second], 'after replay the new message is listed')
     t.equal(resumed.body.pagination.total, 2)
     t.match((await app.inject({ url: `/v2/messages/${second}` })).json(), { id: second, content: 'written while the replica is paused' })
+  })
+
+  await t.test('a delete finds and deletes its message on the primary: a replica behind never makes it absent', async (t) => {
+    const bob = { 'x-test-user': JSON.stringify({ sub: 'bob', role: 'User', name: 'Bob' }) }
+    const moderator = { 'x-test-user': JSON.stringify({ sub: 'mia', role: 'Moderator', name: 'Mia' }) }
+    await pauseReplay(replica)
+    const own = await post(app, 'deleted by its author while the replica is paused')
+    const others = await post(app, 'not bob\'s to delete')
+    t.equal((await app.inject({ url: `/v2/messages/${own}` })).statusCode, 404, 'sanity: the paused replica has not seen them')
+
+    const del = async (id: number, headers: Record<string, string>) => {
+      const res = await app.inject({ method: 'DELETE', url: `/v2/messages/${id}`, headers })
+      return { status: res.statusCode, body: res.body }
+    }
+    t.same(await del(own, alice), { status: 204, body: '' }, 'the author deletes a message only the primary holds')
+    t.same(await del(others, bob), { status: 403, body: JSON.stringify({ error: 'Insufficient permissions' }) }, 'another User: 403, not 404')
+    t.same(await del(own, alice), { status: 404, body: JSON.stringify({ error: 'Message not found' }) }, 'deleted: 404')
+    t.same(await del(2_000_000_000, bob), { status: 404, body: JSON.stringify({ error: 'Message not found' }) }, 'never existed: 404')
+    const [{ n }] = await primary`select count(*)::int as n from messages where id = ${others}` as unknown as [{ n: number }]
+    t.equal(n, 1, 'the 403 deleted nothing')
+    t.same(await del(others, moderator), { status: 204, body: '' }, 'a Moderator deletes it')
+    const [{ left }] = await primary`select count(*)::int as left from messages where id in (${own}, ${others})` as unknown as [{ left: number }]
+    t.equal(left, 0, 'both are gone from the primary')
+
+    // Another client deletes the row while this delete waits for its lock: the loser sees it gone.
+    const raced = await post(app, 'deleted by another client while the API waits')
+    let waiting: Promise<{ status: number, body: string }> | undefined
+    await primary.begin(async (tx) => {
+      await tx`select id from messages where id = ${raced} for update`
+      waiting = del(raced, alice)
+      for (let i = 0; i < 100; i++) {
+        const [{ blocked }] = await admin`select count(*)::int as blocked from pg_stat_activity
+          where datname = ${DATABASE} and wait_event_type = 'Lock'` as unknown as [{ blocked: number }]
+        if (blocked > 0) break
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      await tx`delete from messages where id = ${raced}`
+    })
+    t.same(await waiting, { status: 404, body: JSON.stringify({ error: 'Message not found' }) }, 'a delete that lost the race: 404, not 403')
+
+    await replica`select pg_wal_replay_resume()`
+    await waitForReplay(primaryUrl, replicaUrl)
+    t.equal((await app.inject({ url: `/v2/messages/${others}` })).statusCode, 404, 'and from the replica once it replays')
   })
 
   await t.test('totals on the replica are exact once it has caught up', async (t) => {

@@ -88,13 +88,16 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     const { id } = request.params
-    const message = await messagesRepository.findById(id)
-    if (message === null) throw new NotFoundError('Message')
-    if (!hasRoleAtLeast(request.user!.role, 'Moderator')) {
-      const me = await app.resolveLocalUser(request)
-      if (me.id !== message.author.id) throw new ForbiddenError()
+    const { sub, role } = request.user!
+    const caller = { subjectId: sub, mayDeleteAny: hasRoleAtLeast(role, 'Moderator') }
+    let outcome = await messagesRepository.deleteAs(id, caller)
+    if (outcome === 'unknown-caller') {
+      // A subject seen for the first time is provisioned (SPEC 5.5; 502 when userinfo fails), then retried.
+      await app.resolveLocalUser(request)
+      outcome = await messagesRepository.deleteAs(id, caller)
     }
-    await messagesRepository.delete(id)
+    if (outcome === 'absent') throw new NotFoundError('Message')
+    if (outcome !== 'deleted') throw new ForbiddenError()
     return reply.code(204).send(null)
   })
 }

@@ -1,7 +1,7 @@
-import { eq, sql } from 'drizzle-orm'
+import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
-import { messages, type PRIORITY_VALUES } from '../db/schema.js'
+import type { PRIORITY_VALUES } from '../db/schema.js'
 import { statement } from '../db/statement.js'
 import type { PageRequest } from '../lib/pagination.js'
 import { OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
@@ -108,6 +108,24 @@ const rowsByIds = statement<MessageRow & { version: number, ord: number | null }
   ORDER BY r.ord`)
 
 const byId = statement<MessageRow>('messages_by_id', sql`SELECT ${MESSAGE_COLUMNS} FROM ${MESSAGE_SOURCE} WHERE m.id = ${placeholder('id')}::bigint`)
+
+// CONTRACT 11: a delete's own check is part of the write, so it runs on the primary, and in the
+// same statement as the delete: no replica lag and no concurrent delete between looking and deleting.
+// FOR UPDATE makes a delete that lost a race to another see the row gone (404), not refused (403).
+const deleteAsStatement = statement<{ found: boolean, deleted: boolean, known: boolean }>('messages_delete_as', sql`
+  WITH me AS (SELECT id FROM users WHERE subject_id = ${placeholder('subjectId')}::text),
+  target AS (SELECT id, author_id FROM messages WHERE id = ${placeholder('id')}::bigint FOR UPDATE),
+  deleted AS (
+    DELETE FROM messages m USING target t
+    WHERE m.id = t.id AND (${placeholder('mayDeleteAny')}::boolean OR t.author_id = (SELECT id FROM me))
+    RETURNING m.id)
+  SELECT EXISTS (SELECT 1 FROM target) AS found, EXISTS (SELECT 1 FROM deleted) AS deleted, EXISTS (SELECT 1 FROM me) AS known`)
+
+/**
+ * What a delete did: `deleted`; `absent` (no such message); `forbidden` (the caller is not its
+ * author); `unknown-caller` (not allowed, and the subject has no local user yet).
+ */
+export type DeleteOutcome = 'deleted' | 'absent' | 'forbidden' | 'unknown-caller'
 
 // CONTRACT 10: %, _ and \ in a search term match themselves, not as LIKE wildcards.
 export function likePattern (term: string): string {
@@ -223,10 +241,12 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
       return writer.create(subjectId, input)
     },
 
-    /** Deletes and reports whether a row was there. */
-    async delete (id: number): Promise<boolean> {
-      const rows = await db.delete(messages).where(eq(messages.id, id)).returning({ id: messages.id })
-      return rows.length > 0
+    /** Deletes a message as `subjectId`, who may delete it when its author or when `mayDeleteAny`. */
+    async deleteAs (id: number, caller: { subjectId: string, mayDeleteAny: boolean }): Promise<DeleteOutcome> {
+      const [row] = await deleteAsStatement(db, { id, subjectId: caller.subjectId, mayDeleteAny: caller.mayDeleteAny })
+      if (row === undefined || !row.found) return 'absent'
+      if (row.deleted) return 'deleted'
+      return row.known ? 'forbidden' : 'unknown-caller'
     }
   }
 }
