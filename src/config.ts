@@ -24,7 +24,8 @@ const EnvSchema = Type.Object({
   TRUST_PROXY: Type.Optional(Type.String({ minLength: 1 })),
   METRICS_TOKEN: Type.Optional(Type.String()),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000 }),
-  SHUTDOWN_GRACE_MS: Type.Integer({ minimum: 0, default: 10000 })
+  SHUTDOWN_GRACE_MS: Type.Integer({ minimum: 0, default: 10000 }),
+  IDEMPOTENCY_TTL_HOURS: Type.Integer({ minimum: 1, maximum: 8760, default: 24 })
 })
 
 type Env = Static<typeof EnvSchema>
@@ -58,6 +59,8 @@ export interface AppConfig {
   maxEventLoopDelayMs: number
   /** How long in-flight requests may take after SIGTERM/SIGINT. */
   shutdownGraceMs: number
+  /** How long an Idempotency-Key and its stored 201 are kept (CONTRACT 12). */
+  idempotencyTtlHours: number
 }
 
 export class ConfigError extends Error {
@@ -79,7 +82,8 @@ const MESSAGES: Record<string, string> = {
   DATABASE_READ_URLS: 'must be a comma-separated list of postgres:// URLs',
   TRUST_PROXY: 'must be a hop count or a comma-separated list of IP addresses or CIDR ranges',
   MAX_EVENT_LOOP_DELAY_MS: 'must be a non-negative integer (milliseconds)',
-  SHUTDOWN_GRACE_MS: 'must be a non-negative integer (milliseconds)'
+  SHUTDOWN_GRACE_MS: 'must be a non-negative integer (milliseconds)',
+  IDEMPOTENCY_TTL_HOURS: 'must be an integer from 1 to 8760 (hours)'
 }
 
 // An address, an address/prefix, or one of proxy-addr's names for the private ranges.
@@ -158,6 +162,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     trustProxy,
     metricsToken: e.METRICS_TOKEN,
     maxEventLoopDelayMs: e.MAX_EVENT_LOOP_DELAY_MS,
-    shutdownGraceMs: e.SHUTDOWN_GRACE_MS
+    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    idempotencyTtlHours: e.IDEMPOTENCY_TTL_HOURS
   })
 }
