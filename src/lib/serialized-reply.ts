@@ -20,3 +20,8 @@ export function createSerializedSender (): (reply: FastifyReply, payload: object
     return reply.type(JSON_TYPE).send(body)
   }
 }
+
+/** Sends JSON that is already serialized (a stored response), typed as every JSON answer is. */
+export function sendJson (reply: FastifyReply, body: string | Buffer): FastifyReply {
+  return reply.type(JSON_TYPE).send(body)
+}
