@@ -9,7 +9,10 @@ import { createSerializedSender, sendJson } from '../../src/lib/serialized-reply
 import { messageLocation } from '../../src/repositories/message-row.js'
 import { MESSAGE_SORT_FIELDS, type NewMessage } from '../../src/repositories/messages.js'
 import { bearerAuth, ErrorRef, IdParams, Ref } from '../../src/schemas/common.js'
-import { CreateMessageBody, createdMessageResponse, IdempotencyKeyHeaders, MessageListQuery, MessageSchema, MessageSearchQuery } from '../../src/schemas/messages.js'
+import {
+  CreateMessageBody, createdMessageResponse, IdempotencyKeyHeaders, keyInProgressResponse, keyReusedResponse, MessageListQuery,
+  MessageSchema, MessageSearchQuery
+} from '../../src/schemas/messages.js'
 
 const messages: FastifyPluginAsyncTypebox = async function (app) {
   const { messagesRepository, idempotencyRepository } = app
@@ -86,8 +89,8 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
         201: createdMessageResponse(MessageRef),
         400: ErrorRef,
         401: ErrorRef,
-        409: { ...ErrorRef, description: 'A request with this Idempotency-Key is in progress; retry after Retry-After seconds', headers: { 'Retry-After': { type: 'integer', description: 'Seconds to wait before retrying' } } },
-        422: { ...ErrorRef, description: 'Idempotency-Key was used with a different request body' },
+        409: keyInProgressResponse(ErrorRef),
+        422: keyReusedResponse(ErrorRef),
         502: ErrorRef
       }
     }

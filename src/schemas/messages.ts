@@ -1,4 +1,4 @@
-import { Type, type Static, type TSchema, type TUnsafe } from '@sinclair/typebox'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { PRIORITY_VALUES } from '../db/schema.js'
 import { MESSAGE_SORT_FIELDS } from '../repositories/messages.js'
 import { collectionQuery } from '../lib/pagination.js'
@@ -39,7 +39,7 @@ export const IdempotencyKeyHeaders = Type.Object({
 })
 
 /** The 201 of a create: the message, where it lives, and whether it is a stored answer given again. */
-export function createdMessageResponse<T extends TSchema> (message: TUnsafe<Static<T>> | T) {
+export function createdMessageResponse<T extends TSchema> (message: T) {
   return Type.Unsafe<Static<T>>({
     ...message,
     description: 'Created',
@@ -49,6 +49,19 @@ export function createdMessageResponse<T extends TSchema> (message: TUnsafe<Stat
     }
   })
 }
+
+/** 409: the key's first request is still running. */
+export const keyInProgressResponse = <T extends TSchema>(error: T) => Type.Unsafe<Static<T>>({
+  ...error,
+  description: 'A request with this Idempotency-Key is still in progress; retry after Retry-After seconds',
+  headers: { 'Retry-After': { type: 'integer', description: 'Seconds to wait before retrying', examples: [1] } }
+})
+
+/** 422: the key was first used with another body. */
+export const keyReusedResponse = <T extends TSchema>(error: T) => Type.Unsafe<Static<T>>({
+  ...error,
+  description: 'Idempotency-Key was used with a different request body'
+})
 
 const MessageFilters = {
   priority: Type.Optional(StringEnum(PRIORITY_VALUES, { description: 'Only messages of this priority' })),
