@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm'
 import fp from 'fastify-plugin'
 import { createDb, createReplica, type Database, type DbOptions } from '../src/db/client.js'
 import { createReadRouter, type ReadRouter } from '../src/db/read-router.js'
+import { createIdempotencyRepository, type IdempotencyRepository } from '../src/repositories/idempotency.js'
 import { createMessagesRepository, type MessagesRepository } from '../src/repositories/messages.js'
 import { createMoviesRepository, type MoviesRepository } from '../src/repositories/movies.js'
 import { createUsersRepository, type UsersRepository } from '../src/repositories/users.js'
@@ -15,18 +16,22 @@ declare module 'fastify' {
     messagesRepository: MessagesRepository
     moviesRepository: MoviesRepository
     usersRepository: UsersRepository
+    idempotencyRepository: IdempotencyRepository
     /** Resolves when the database answers a trivial query. */
     pingDatabase: () => Promise<void>
   }
 }
 
 const COMPACT_EVERY_MS = 30_000
+const PRUNE_KEYS_EVERY_MS = 60_000
 
 export interface DbPluginOptions extends DbOptions {
   /** Apply pending migrations before the app accepts requests (default true). */
   migrate?: boolean
   /** postgres:// URLs of streaming replicas (DATABASE_READ_URLS). */
   readUrls?: readonly string[]
+  /** IDEMPOTENCY_TTL_HOURS (default 24). */
+  idempotencyTtlHours?: number
 }
 
 export default fp<DbPluginOptions>(async function db (app, opts) {
@@ -63,7 +68,16 @@ export default fp<DbPluginOptions>(async function db (app, opts) {
   })
 
   app.decorate('readDb', read)
-  app.decorate('messagesRepository', createMessagesRepository(handle.db, read))
+  const idempotencyTtlHours = opts.idempotencyTtlHours ?? 24
+  const idempotency = createIdempotencyRepository(handle.db, { ttlHours: idempotencyTtlHours })
+  // Expired keys already count as absent; deleting them only keeps the table small. Primary only.
+  const pruning = setInterval(() => {
+    idempotency.prune().catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'idempotency key pruning failed'))
+  }, PRUNE_KEYS_EVERY_MS).unref()
+  app.addHook('onClose', async () => { clearInterval(pruning) })
+
+  app.decorate('messagesRepository', createMessagesRepository(handle.db, read, { idempotencyTtlHours }))
+  app.decorate('idempotencyRepository', idempotency)
   app.decorate('moviesRepository', createMoviesRepository(handle.db, read))
   app.decorate('usersRepository', createUsersRepository(handle.db, read))
   app.decorate('pingDatabase', async () => { await handle.db.execute(sql`select 1`) })

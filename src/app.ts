@@ -162,7 +162,8 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     dataDir: options.dataDir,
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
-    readUrls: config.databaseReadUrls
+    readUrls: config.databaseReadUrls,
+    idempotencyTtlHours: config.idempotencyTtlHours
   })
   await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true })
   await app.register(rolesPlugin)

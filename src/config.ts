@@ -25,7 +25,8 @@ const EnvSchema = Type.Object({
   METRICS_TOKEN: Type.Optional(Type.String()),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000 }),
   SHUTDOWN_GRACE_MS: Type.Integer({ minimum: 0, default: 10000 }),
-  CORS_ORIGINS: Type.Optional(Type.String({ minLength: 1 }))
+  CORS_ORIGINS: Type.Optional(Type.String({ minLength: 1 })),
+  IDEMPOTENCY_TTL_HOURS: Type.Integer({ minimum: 1, maximum: 8760, default: 24 })
 })
 
 type Env = Static<typeof EnvSchema>
@@ -61,6 +62,8 @@ export interface AppConfig {
   shutdownGraceMs: number
   /** Browser origins allowed to call the API (CONTRACT 12), or '*' for any; undefined: no CORS at all. */
   corsOrigins: '*' | string[] | undefined
+  /** How long an Idempotency-Key and its stored 201 are kept (CONTRACT 12). */
+  idempotencyTtlHours: number
 }
 
 export class ConfigError extends Error {
@@ -83,7 +86,8 @@ const MESSAGES: Record<string, string> = {
   TRUST_PROXY: 'must be a hop count or a comma-separated list of IP addresses or CIDR ranges',
   MAX_EVENT_LOOP_DELAY_MS: 'must be a non-negative integer (milliseconds)',
   SHUTDOWN_GRACE_MS: 'must be a non-negative integer (milliseconds)',
-  CORS_ORIGINS: 'must be * or a comma-separated list of http(s) origins without a path, such as https://app.example.com'
+  CORS_ORIGINS: 'must be * or a comma-separated list of http(s) origins without a path, such as https://app.example.com',
+  IDEMPOTENCY_TTL_HOURS: 'must be an integer from 1 to 8760 (hours)'
 }
 
 // An address, an address/prefix, or one of proxy-addr's names for the private ranges.
@@ -184,6 +188,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     metricsToken: e.METRICS_TOKEN,
     maxEventLoopDelayMs: e.MAX_EVENT_LOOP_DELAY_MS,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
-    corsOrigins
+    corsOrigins,
+    idempotencyTtlHours: e.IDEMPOTENCY_TTL_HOURS
   })
 }

@@ -42,7 +42,8 @@ t.test('CONTRACT 2: the defaults', async (t) => {
     metricsToken: undefined,
     maxEventLoopDelayMs: 1000,
     shutdownGraceMs: 10000,
-    corsOrigins: undefined
+    corsOrigins: undefined,
+    idempotencyTtlHours: 24
   }, 'an empty environment gives every default')
   t.ok(Object.isFrozen(loadConfig({})), 'the config is frozen')
   t.same(loadConfig({ PORT: '', AUTH_ISSUER: '', LOG_LEVEL: '' }), loadConfig({}), 'empty values count as unset')
@@ -59,7 +60,8 @@ t.test('values are converted and kept', async (t) => {
     NODE_ENV: 'development',
     LOG_LEVEL: 'debug',
     RATE_LIMIT_MAX: '0',
-    REDIS_URL: 'redis://cache:6379'
+    REDIS_URL: 'redis://cache:6379',
+    IDEMPOTENCY_TTL_HOURS: '48'
   })
   t.match(config, {
     port: 8080,
@@ -73,7 +75,8 @@ t.test('values are converted and kept', async (t) => {
     production: false,
     logLevel: 'debug',
     rateLimitMax: 0,
-    redisUrl: 'redis://cache:6379'
+    redisUrl: 'redis://cache:6379',
+    idempotencyTtlHours: 48
   }, 'every variable lands, converted to its type')
   t.equal(loadConfig({ DATABASE_URL: 'memory://' }).databaseUrl, 'memory://', 'memory:// is accepted')
   t.equal(loadConfig({ DATABASE_URL: 'postgresql://u@db/app' }).databaseUrl, 'postgresql://u@db/app', 'postgresql:// is accepted')
@@ -112,6 +115,8 @@ t.test('invalid values: one line naming the variable', async (t) => {
       'app.example.com', 'ftp://app.example.com', 'https://user@app.example.com', 'https://app.example.com:99999', 'null',
       'https://a.example.com,*', 'https://a.example.com,,https://b.example.com', 'https://a.example.com,', '**']
       .map((value): [string, Record<string, string>, string] => [`CORS_ORIGINS=${value}`, { CORS_ORIGINS: value }, 'CORS_ORIGINS']),
+    ['IDEMPOTENCY_TTL_HOURS=0', { IDEMPOTENCY_TTL_HOURS: '0' }, 'IDEMPOTENCY_TTL_HOURS'],
+    ['IDEMPOTENCY_TTL_HOURS=1.5', { IDEMPOTENCY_TTL_HOURS: '1.5' }, 'IDEMPOTENCY_TTL_HOURS'],
     ['NODE_ENV=production without AUTH_ISSUER', { NODE_ENV: 'production' }, 'AUTH_ISSUER']
   ]
   for (const [name, env, variable] of cases) {

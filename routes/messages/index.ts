@@ -1,16 +1,22 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
+import type { FastifyRequest } from 'fastify'
 import { hasRoleAtLeast } from '../../src/auth/roles.js'
-import { ForbiddenError, MissingQueryError, NotFoundError } from '../../src/errors.js'
+import { ForbiddenError, IdempotencyKeyInProgressError, MissingQueryError, NotFoundError } from '../../src/errors.js'
 import { found } from '../../src/lib/entity-tag.js'
+import { parseIdempotencyKey, requestFingerprint } from '../../src/lib/idempotency-key.js'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
-import { createRepresentationSender } from '../../src/lib/representation.js'
-import { MESSAGE_SORT_FIELDS } from '../../src/repositories/messages.js'
+import { createRepresentationSender, sendJson } from '../../src/lib/representation.js'
+import { messageLocation } from '../../src/repositories/message-row.js'
+import { MESSAGE_SORT_FIELDS, type NewMessage } from '../../src/repositories/messages.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
-import { CreateMessageBody, MessageListQuery, MessageSchema, MessageSearchQuery } from '../../src/schemas/messages.js'
+import {
+  CreateMessageBody, createdMessageResponse, IdempotencyKeyHeaders, keyInProgressResponse, keyReusedResponse, MessageListQuery,
+  MessageSchema, MessageSearchQuery
+} from '../../src/schemas/messages.js'
 
 const messages: FastifyPluginAsyncTypebox = async function (app) {
-  const { messagesRepository } = app
+  const { messagesRepository, idempotencyRepository } = app
   const MessageRef = Ref(MessageSchema)
   // Tagged public reads (CONTRACT 12). Cached pages and messages come back as the same objects: each
   // is serialized once per route and compressed once per encoding.
@@ -55,26 +61,53 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     return sendMessage(request, reply, async (conditional) => found(await messagesRepository.getById(request.params.id, conditional), 'Message'))
   })
 
+  // The common case is one statement: the author is found by subject while inserting. A subject
+  // seen for the first time is provisioned (SPEC 5.5), then inserted.
+  async function asCaller<T> (request: FastifyRequest, create: () => Promise<T | null>): Promise<T> {
+    const created = await create()
+    if (created !== null) return created
+    await app.resolveLocalUser(request)
+    const again = await create()
+    if (again === null) throw new Error('local user vanished while creating a message')
+    return again
+  }
+
   app.post('/', {
     onRequest: app.authenticate,
+    // CONTRACT 12: a request that meets its key's first one still running may retry in a second.
+    onError: async function (_request, reply, error) {
+      if (error instanceof IdempotencyKeyInProgressError) reply.header('retry-after', '1')
+    },
     schema: {
       tags: ['messages'],
       summary: 'Create a message as the caller',
+      description: 'With an `Idempotency-Key`, a retry of the same request is answered with the first 201, byte for byte, ' +
+        'and creates nothing (see the header parameter).',
       security: bearerAuth,
+      headers: IdempotencyKeyHeaders,
       body: CreateMessageBody,
-      response: { 201: MessageRef, 400: ErrorRef, 401: ErrorRef, 502: ErrorRef }
+      response: {
+        201: createdMessageResponse(MessageRef),
+        400: ErrorRef,
+        401: ErrorRef,
+        409: keyInProgressResponse(ErrorRef),
+        422: keyReusedResponse(ErrorRef),
+        502: ErrorRef
+      }
     }
   }, async function (request, reply) {
     const { sub } = request.user!
-    // The common case is one statement: the author is found by subject while inserting. A subject
-    // seen for the first time is provisioned (SPEC 5.5), then inserted.
-    let message = await messagesRepository.create(sub, request.body)
-    if (message === null) {
-      await app.resolveLocalUser(request)
-      message = await messagesRepository.create(sub, request.body)
-      if (message === null) throw new Error('local user vanished while creating a message')
+    const input: NewMessage = request.body
+    const key = parseIdempotencyKey(request.headers['idempotency-key'])
+    if (key === undefined) {
+      const message = await asCaller(request, () => messagesRepository.create(sub, input))
+      return reply.code(201).header('location', messageLocation(message.id)).send(message)
     }
-    return reply.code(201).header('location', `/v2/messages/${message.id}`).send(message)
+    const idempotent = { key, fingerprint: requestFingerprint(request.body) }
+    const response = await idempotencyRepository.once({ subjectId: sub, ...idempotent },
+      () => asCaller(request, () => messagesRepository.createKeyed(sub, input, idempotent)))
+    if (response.replayed) reply.header('idempotent-replayed', 'true')
+    return sendJson(reply.code(response.status as 201).header('location', response.location), response.body)
   })
 
   app.delete('/:id', {

@@ -73,6 +73,25 @@ export const paginationCounts = pgTable('pagination_counts', {
   primaryKey({ columns: [t.tableName, t.key, t.dim, t.bucket, t.slot] })
 ])
 
+// CONTRACT 12, idempotent creation: the 201 a caller's first request with a key got, stored in the
+// statement that inserted the message, so a retry from any instance gets the same bytes back.
+// Rows are pruned by age (created_at), once older than IDEMPOTENCY_TTL_HOURS.
+export const idempotencyKeys = pgTable('idempotency_keys', {
+  subjectId: text('subject_id').notNull(),
+  key: text('key').notNull(),
+  /** sha256 (hex) of the request body as canonical JSON. */
+  fingerprint: text('fingerprint').notNull(),
+  status: integer('status').notNull(),
+  location: text('location').notNull(),
+  /** The response body exactly as it was sent. */
+  body: text('body').notNull(),
+  messageId: bigint('message_id', { mode: 'number' }).notNull(),
+  createdAt: createdAt()
+}, (t) => [
+  primaryKey({ columns: [t.subjectId, t.key] }),
+  index('idempotency_keys_created_at_idx').on(t.createdAt)
+])
+
 export type UserRow = typeof users.$inferSelect
 export type MessageRow = typeof messages.$inferSelect
 export type MovieRow = typeof movies.$inferSelect

@@ -121,5 +121,10 @@ export function createRepresentationSender (options: RepresentationOptions) {
   }
 }
 
+/** Sends JSON that is already serialized (a stored response), typed as every JSON answer is. */
+export function sendJson (reply: FastifyReply, body: string | Buffer): FastifyReply {
+  return reply.type(JSON_TYPE).send(body)
+}
+
 /** The caller as far as a private body depends on it: subject and role (role gates decide what it sees). */
 export const callerScope = (request: FastifyRequest): string => `${request.user?.sub ?? ''}\0${request.user?.role ?? ''}`

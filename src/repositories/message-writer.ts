@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement } from '../db/statement.js'
-import { MESSAGE_COLUMNS, toMessage, type MessageRow } from './message-row.js'
+import { isoTimestamp } from './collection.js'
+import { MESSAGE_COLUMNS, MESSAGES_PATH, messageJsonSql, toMessage, type MessageRow } from './message-row.js'
 import type { Message, NewMessage } from './messages.js'
 
 // Concurrent creates are written together: while a few inserts are in flight, new ones queue and
@@ -10,18 +11,40 @@ import type { Message, NewMessage } from './messages.js'
 const MAX_IN_FLIGHT = 2
 const MAX_GROUP = 256
 
+/** An Idempotency-Key (CONTRACT 12) a create is written under, with its request's fingerprint. */
+export interface IdempotentWrite {
+  key: string
+  fingerprint: string
+}
+
+/** The 201 stored with a key, exactly as it is sent. */
+export interface StoredCreated {
+  status: number
+  location: string
+  body: string
+}
+
+/**
+ * A create under a key: written (with its stored 201), refused because the key is already held by a
+ * committed request, or not written because the subject has no local user yet.
+ */
+export type KeyedOutcome = { created: StoredCreated } | 'taken' | null
+
 interface Pending {
   subjectId: string
   content: string
   subject: string | null
   priority: string
-  resolve: (message: Message | null) => void
+  idempotency: IdempotentWrite | null
+  resolve: (result: Message | KeyedOutcome) => void
   reject: (err: unknown) => void
 }
 
+type WrittenRow = MessageRow & { subject_id: string }
+
 // The author is found by subject in the same statement: a create costs one round trip, and a caller
 // without a local user yet simply gets no row back.
-const insertGroup = statement<MessageRow & { subject_id: string }>('messages_insert', sql`
+const insertGroup = statement<WrittenRow>('messages_insert', sql`
   WITH input AS (
     SELECT * FROM unnest(${sql.placeholder('subjectIds')}::text[], ${sql.placeholder('contents')}::text[],
       ${sql.placeholder('subjects')}::text[], ${sql.placeholder('priorities')}::text[]) WITH ORDINALITY
@@ -32,22 +55,65 @@ const insertGroup = statement<MessageRow & { subject_id: string }>('messages_ins
     RETURNING id, content, subject, priority, author_id, created_at)
   SELECT ${MESSAGE_COLUMNS}, u.subject_id FROM inserted m JOIN users u ON u.id = m.author_id`)
 
+type KeyedRow = MessageRow & { ord: number, written: boolean, body: string | null, location: string | null }
+
+// A group in which some creates carry an Idempotency-Key. Ids are drawn first, so each key's 201
+// (body and Location) is rendered and stored by the same statement that inserts its message: both
+// are committed together or not at all. A key already held by a live row (another request committed
+// it; a concurrent one is waited for by ON CONFLICT) inserts nothing and its message is not written;
+// a row older than the TTL counts as absent and is taken over. Keys are inserted in key order, so
+// two groups holding the same keys lock them in the same order.
+const insertKeyedGroup = statement<KeyedRow>('messages_insert_keyed', sql`
+  WITH input AS (
+    SELECT * FROM unnest(${sql.placeholder('subjectIds')}::text[], ${sql.placeholder('contents')}::text[],
+      ${sql.placeholder('subjects')}::text[], ${sql.placeholder('priorities')}::text[],
+      ${sql.placeholder('keys')}::text[], ${sql.placeholder('fingerprints')}::text[]) WITH ORDINALITY
+      AS i(subject_id, content, subject, priority, key, fingerprint, ord)),
+  prepared AS MATERIALIZED (
+    SELECT nextval(pg_get_serial_sequence('messages', 'id')) AS id, i.ord, i.subject_id, i.content, i.subject,
+      i.priority::message_priority AS priority, i.key, i.fingerprint, u.id AS author_id, u.name AS author_name, now() AS created_at
+    FROM input i JOIN users u ON u.subject_id = i.subject_id),
+  stored AS (
+    INSERT INTO idempotency_keys AS k (subject_id, key, fingerprint, status, location, body, message_id, created_at)
+    SELECT p.subject_id, p.key, p.fingerprint, 201, ${sql.raw(`'${MESSAGES_PATH}/'`)} || p.id::text, ${messageJsonSql('p')}, p.id, p.created_at
+    FROM prepared p WHERE p.key IS NOT NULL ORDER BY p.subject_id, p.key
+    ON CONFLICT (subject_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, status = excluded.status,
+      location = excluded.location, body = excluded.body, message_id = excluded.message_id, created_at = excluded.created_at
+      WHERE k.created_at <= now() - ${sql.placeholder('ttlHours')}::float8 * interval '1 hour'
+    RETURNING k.message_id, k.body, k.location),
+  inserted AS (
+    INSERT INTO messages (id, content, subject, priority, author_id, created_at) OVERRIDING SYSTEM VALUE
+    SELECT p.id, p.content, p.subject, p.priority, p.author_id, p.created_at FROM prepared p
+    WHERE p.key IS NULL OR p.id IN (SELECT message_id FROM stored) ORDER BY p.id
+    RETURNING id)
+  SELECT p.ord::float8 AS ord, m.id IS NOT NULL AS written, s.body, s.location,
+    p.id::float8 AS id, p.content, p.subject, p.priority::text AS priority, p.author_id::float8 AS author_id,
+    p.author_name, ${sql.raw(isoTimestamp('p.created_at'))} AS created_at
+  FROM prepared p LEFT JOIN inserted m ON m.id = p.id LEFT JOIN stored s ON s.message_id = p.id`)
+
 const matchKey = (subjectId: string, content: string, subject: string | null, priority: string) =>
   JSON.stringify([subjectId, content, subject, priority])
 
-export function createMessageWriter (db: Database) {
+const columns = (group: Pending[]) => ({
+  subjectIds: group.map((p) => p.subjectId),
+  contents: group.map((p) => p.content),
+  subjects: group.map((p) => p.subject),
+  priorities: group.map((p) => p.priority)
+})
+
+export interface MessageWriterOptions {
+  /** IDEMPOTENCY_TTL_HOURS: a stored key older than this is treated as absent. */
+  idempotencyTtlHours: number
+}
+
+export function createMessageWriter (db: Database, options: MessageWriterOptions) {
   let queue: Pending[] = []
   let inFlight = 0
 
-  async function write (group: Pending[]): Promise<void> {
-    const rows = await insertGroup(db, {
-      subjectIds: group.map((p) => p.subjectId),
-      contents: group.map((p) => p.content),
-      subjects: group.map((p) => p.subject),
-      priorities: group.map((p) => p.priority)
-    })
+  async function writePlain (group: Pending[]): Promise<void> {
+    const rows = await insertGroup(db, columns(group))
     // Returned rows are matched to callers by value: equal requests are interchangeable.
-    const byValue = new Map<string, Array<MessageRow & { subject_id: string }>>()
+    const byValue = new Map<string, WrittenRow[]>()
     for (const row of rows) {
       const key = matchKey(row.subject_id, row.content, row.subject, row.priority)
       const list = byValue.get(key)
@@ -59,6 +125,26 @@ export function createMessageWriter (db: Database) {
       p.resolve(row === undefined ? null : toMessage(row))
     }
   }
+
+  async function writeKeyed (group: Pending[]): Promise<void> {
+    const rows = await insertKeyedGroup(db, {
+      ...columns(group),
+      keys: group.map((p) => p.idempotency?.key ?? null),
+      fingerprints: group.map((p) => p.idempotency?.fingerprint ?? null),
+      ttlHours: options.idempotencyTtlHours
+    })
+    const byOrd = new Map(rows.map((row) => [row.ord, row]))
+    group.forEach((p, index) => {
+      const row = byOrd.get(index + 1)
+      if (row === undefined) return p.resolve(null)
+      if (p.idempotency === null) return p.resolve(toMessage(row))
+      p.resolve(row.written && row.body !== null && row.location !== null ? { created: { status: 201, location: row.location, body: row.body } } : 'taken')
+    })
+  }
+
+  // The statement without keys stays the one plain creates have always used.
+  const write = async (group: Pending[]): Promise<void> =>
+    group.some((p) => p.idempotency !== null) ? writeKeyed(group) : writePlain(group)
 
   function flush (): void {
     while (inFlight < MAX_IN_FLIGHT && queue.length > 0) {
@@ -78,12 +164,21 @@ export function createMessageWriter (db: Database) {
     }
   }
 
+  function enqueue (subjectId: string, input: NewMessage, idempotency: IdempotentWrite | null): Promise<Message | KeyedOutcome> {
+    return new Promise((resolve, reject) => {
+      queue.push({ subjectId, content: input.content, subject: input.subject ?? null, priority: input.priority ?? 'normal', idempotency, resolve, reject })
+      flush()
+    })
+  }
+
   return {
     create (subjectId: string, input: NewMessage): Promise<Message | null> {
-      return new Promise((resolve, reject) => {
-        queue.push({ subjectId, content: input.content, subject: input.subject ?? null, priority: input.priority ?? 'normal', resolve, reject })
-        flush()
-      })
+      return enqueue(subjectId, input, null) as Promise<Message | null>
+    },
+
+    /** A create under an Idempotency-Key: the message and its stored 201 are written together. */
+    createKeyed (subjectId: string, input: NewMessage, idempotency: IdempotentWrite): Promise<KeyedOutcome> {
+      return enqueue(subjectId, input, idempotency) as Promise<KeyedOutcome>
     }
   }
 }

@@ -8,7 +8,7 @@ import { OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
 import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import { VersionedCache } from '../lib/version-cache.js'
 import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type FilterValues } from './collection.js'
-import { createMessageWriter } from './message-writer.js'
+import { createMessageWriter, type IdempotentWrite, type KeyedOutcome } from './message-writer.js'
 import { MESSAGE_COLUMNS, toMessage, type MessageRow } from './message-row.js'
 
 export type Priority = typeof PRIORITY_VALUES[number]
@@ -147,8 +147,13 @@ const exists = (message: Message | null) => message !== null
 const strip = (rows: Array<MessageRow & { ord?: number | null, total?: number, version?: number }>): Message[] =>
   rows.map(toMessage)
 
-export function createMessagesRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
-  const writer = createMessageWriter(db)
+export interface MessagesRepositoryOptions {
+  /** IDEMPOTENCY_TTL_HOURS (default 24). */
+  idempotencyTtlHours?: number
+}
+
+export function createMessagesRepository (db: Database, read: ReadRouter = async (run) => run(db), options: MessagesRepositoryOptions = {}) {
+  const writer = createMessageWriter(db, { idempotencyTtlHours: options.idempotencyTtlHours ?? 24 })
   const searchCache = new OrderedIdCache(SEARCH_CACHE_IDS)
   const pages = new VersionedCache<{ rows: Message[], total: number }>(['messages', 'users'], PAGE_CACHE_BYTES, pageSize)
   const items = new VersionedCache<Message | null>(['messages', 'users'], ITEM_CACHE_BYTES, itemSize)
@@ -239,6 +244,14 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
     /** Inserts as the local user of `subjectId`; null when that user does not exist yet. */
     create (subjectId: string, input: NewMessage): Promise<Message | null> {
       return writer.create(subjectId, input)
+    },
+
+    /**
+     * Inserts under an Idempotency-Key, storing the 201 in the same statement: the stored response,
+     * 'taken' when a committed request already holds the key, null when the local user does not exist yet.
+     */
+    createKeyed (subjectId: string, input: NewMessage, idempotency: IdempotentWrite): Promise<KeyedOutcome> {
+      return writer.createKeyed(subjectId, input, idempotency)
     },
 
     /** Deletes a message as `subjectId`, who may delete it when its author or when `mayDeleteAny`. */

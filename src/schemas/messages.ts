@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { PRIORITY_VALUES } from '../db/schema.js'
 import { MESSAGE_SORT_FIELDS } from '../repositories/messages.js'
 import { collectionQuery } from '../lib/pagination.js'
@@ -25,6 +25,43 @@ export const CreateMessageBody = Type.Object({
   priority: Type.Optional(Priority)
 }, { examples: [{ content: 'The deploy is done.', subject: 'Release 2.4', priority: 'high' }] })
 export type CreateMessageBody = Static<typeof CreateMessageBody>
+
+// CONTRACT 12. Declared for the documentation only: any string passes here, and parseIdempotencyKey
+// answers a malformed key with its own 400 rather than a validation failure.
+export const IdempotencyKeyHeaders = Type.Object({
+  'Idempotency-Key': Type.Optional(Type.String({
+    description: 'Makes the create safe to retry: 1 to 255 visible ASCII characters (0x21-0x7E), optionally in double quotes. ' +
+      'The same caller sending the same key and the same JSON body again gets the first 201 again, byte for byte, with ' +
+      '`Idempotent-Replayed: true`, and no second message; a different body gets 422; while the first is still running, 409. ' +
+      'Keys are kept at least IDEMPOTENCY_TTL_HOURS (default 24).',
+    examples: ['8e03978e-40d5-43e8-bc93-6894a57f9324']
+  }))
+})
+
+/** The 201 of a create: the message, where it lives, and whether it is a stored answer given again. */
+export function createdMessageResponse<T extends TSchema> (message: T) {
+  return Type.Unsafe<Static<T>>({
+    ...message,
+    description: 'Created',
+    headers: {
+      Location: { type: 'string', description: 'Path of the new message', examples: ['/v2/messages/42'] },
+      'Idempotent-Replayed': { type: 'string', enum: ['true'], description: 'Present when the body is the stored answer to an earlier request with the same Idempotency-Key' }
+    }
+  })
+}
+
+/** 409: the key's first request is still running. */
+export const keyInProgressResponse = <T extends TSchema>(error: T) => Type.Unsafe<Static<T>>({
+  ...error,
+  description: 'A request with this Idempotency-Key is still in progress; retry after Retry-After seconds',
+  headers: { 'Retry-After': { type: 'integer', description: 'Seconds to wait before retrying', examples: [1] } }
+})
+
+/** 422: the key was first used with another body. */
+export const keyReusedResponse = <T extends TSchema>(error: T) => Type.Unsafe<Static<T>>({
+  ...error,
+  description: 'Idempotency-Key was used with a different request body'
+})
 
 const MessageFilters = {
   priority: Type.Optional(StringEnum(PRIORITY_VALUES, { description: 'Only messages of this priority' })),

@@ -1,0 +1,94 @@
+import { sql } from 'drizzle-orm'
+import type { Database } from '../db/client.js'
+import { statement } from '../db/statement.js'
+import { IdempotencyKeyInProgressError, IdempotencyKeyReusedError } from '../errors.js'
+import type { KeyedOutcome, StoredCreated } from './message-writer.js'
+
+export interface IdempotentRequest {
+  subjectId: string
+  key: string
+  /** requestFingerprint of the body. */
+  fingerprint: string
+}
+
+export interface IdempotentResponse extends StoredCreated {
+  /** True when this is the stored answer to an earlier request. */
+  replayed: boolean
+}
+
+const PRUNE_BATCH = 10_000
+const PRUNE_MAX_BATCHES = 100
+
+const find = statement<StoredCreated & { fingerprint: string }>('idempotency_find', sql`
+  SELECT fingerprint, status, location, body FROM idempotency_keys
+  WHERE subject_id = ${sql.placeholder('subjectId')}::text AND key = ${sql.placeholder('key')}::text
+    AND created_at > now() - ${sql.placeholder('ttlHours')}::float8 * interval '1 hour'`)
+
+// Oldest first through the created_at index, a bounded batch at a time; rows a writer has locked
+// are skipped (taken over by now, or pruned next time), so pruning never waits for a request.
+const prune = statement<{ n: number }>('idempotency_prune', sql`
+  WITH doomed AS (
+    SELECT subject_id, key FROM idempotency_keys
+    WHERE created_at <= now() - ${sql.placeholder('ttlHours')}::float8 * interval '1 hour'
+    ORDER BY created_at LIMIT ${sql.placeholder('limit')}::int FOR UPDATE SKIP LOCKED),
+  gone AS (
+    DELETE FROM idempotency_keys k USING doomed d WHERE k.subject_id = d.subject_id AND k.key = d.key RETURNING 1)
+  SELECT count(*)::float8 AS n FROM gone`)
+
+export interface IdempotencyOptions {
+  /** IDEMPOTENCY_TTL_HOURS: keys are kept at least this long, and treated as absent after it. */
+  ttlHours: number
+}
+
+/**
+ * Idempotent creation (CONTRACT 12). The stored 201s live in PostgreSQL, written by the statement that
+ * inserts their message; this instance also knows which keys its own requests are running under.
+ */
+export function createIdempotencyRepository (db: Database, options: IdempotencyOptions) {
+  const running = new Set<string>()
+
+  async function stored (subjectId: string, key: string) {
+    const [row] = await find(db, { subjectId, key, ttlHours: options.ttlHours })
+    return row ?? null
+  }
+
+  return {
+    /**
+     * Runs `create` for the first request under (subject, key) and answers every later one with the
+     * 201 it stored: the same bytes, if the body is the same JSON value; 422 if not. A second request
+     * while the first runs here gets 409. One that raced a request on another instance finds the
+     * key taken once that request committed, and is answered from what it stored.
+     */
+    async once (request: IdempotentRequest, create: () => Promise<Exclude<KeyedOutcome, null>>): Promise<IdempotentResponse> {
+      const flight = JSON.stringify([request.subjectId, request.key])
+      if (running.has(flight)) throw new IdempotencyKeyInProgressError()
+      running.add(flight)
+      try {
+        // The write is tried first: a first request, the common case, costs the one grouped statement.
+        const outcome = await create()
+        if (outcome !== 'taken') return { ...outcome.created, replayed: false }
+        const previous = await stored(request.subjectId, request.key)
+        // Held a moment ago but gone now (aged out and pruned in between): the client may simply retry.
+        if (previous === null) throw new IdempotencyKeyInProgressError()
+        if (previous.fingerprint !== request.fingerprint) throw new IdempotencyKeyReusedError()
+        return { status: previous.status, location: previous.location, body: previous.body, replayed: true }
+      } finally {
+        running.delete(flight)
+      }
+    },
+
+    /** Deletes keys older than the TTL, batch by batch (each its own short transaction); returns how many went. */
+    async prune (): Promise<number> {
+      let total = 0
+      for (let batch = 0; batch < PRUNE_MAX_BATCHES; batch++) {
+        const [row] = await prune(db, { ttlHours: options.ttlHours, limit: PRUNE_BATCH })
+        const n = row?.n ?? 0
+        total += n
+        if (n < PRUNE_BATCH) break
+      }
+      return total
+    }
+  }
+}
+
+export type IdempotencyRepository = ReturnType<typeof createIdempotencyRepository>
