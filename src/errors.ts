@@ -9,6 +9,7 @@ export const RouteNotFoundError = createError('API_ROUTE_NOT_FOUND', 'Not found'
 export const ConflictError = createError('API_CONFLICT', '%s', 409)
 export const InvalidIdError = createError('API_INVALID_ID', 'Parameter "%s" must be a positive integer', 400)
 export const MissingQueryError = createError('API_MISSING_QUERY', 'Missing required query parameter: %s', 400)
+export const InvalidCursorError = createError('API_INVALID_CURSOR', 'Invalid cursor', 400)
 export const MalformedJsonError = createError('API_MALFORMED_JSON', 'Malformed JSON body', 400)
 export const BodyTooLargeError = createError('API_BODY_TOO_LARGE', 'Request body too large', 413)
 export const UnsupportedMediaTypeError = createError('API_UNSUPPORTED_MEDIA_TYPE', 'Unsupported media type', 415)

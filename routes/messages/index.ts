@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { hasRoleAtLeast } from '../../src/auth/roles.js'
 import { ForbiddenError, MissingQueryError, NotFoundError } from '../../src/errors.js'
+import { pageLinks } from '../../src/lib/links.js'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
 import { createSerializedSender } from '../../src/lib/serialized-reply.js'
 import { MESSAGE_SORT_FIELDS } from '../../src/repositories/messages.js'
@@ -24,7 +25,9 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     const query = request.query
-    return sendList(reply, await readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.list(query, page)))
+    const page = await readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.list(query, page))
+    reply.header('link', pageLinks(request.url, page))
+    return sendList(reply, page)
   })
 
   app.get('/search', {
@@ -38,7 +41,9 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     const query = request.query
     const term = query.q
     if (term === undefined || term.trim() === '') throw new MissingQueryError('q')
-    return sendSearch(reply, await readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page)))
+    const page = await readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page))
+    reply.header('link', pageLinks(request.url, page))
+    return sendSearch(reply, page)
   })
 
   app.get('/:id', {

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { pageLinks } from '../../src/lib/links.js'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
 import { MOVIE_SORT_FIELDS } from '../../src/repositories/movies.js'
 import { ErrorRef, Ref } from '../../src/schemas/common.js'
@@ -15,9 +16,11 @@ const movies: FastifyPluginAsyncTypebox = async function (app) {
       querystring: MovieListQuery,
       response: { 200: pageSchema(Ref(MovieSchema)), 400: ErrorRef, 500: ErrorRef }
     }
-  }, async function (request) {
+  }, async function (request, reply) {
     const query = request.query
-    return readPage('movies', query, MOVIE_SORT_FIELDS, (page) => moviesRepository.list(query, page))
+    const page = await readPage('movies', query, MOVIE_SORT_FIELDS, (page) => moviesRepository.list(query, page))
+    reply.header('link', pageLinks(request.url, page))
+    return page
   })
 }
 

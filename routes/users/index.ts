@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { hasRoleAtLeast } from '../../src/auth/roles.js'
 import { ForbiddenError, NotFoundError } from '../../src/errors.js'
+import { pageLinks } from '../../src/lib/links.js'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
 import { USER_SORT_FIELDS } from '../../src/repositories/users.js'
 import { bearerAuth, ErrorRef, IdParams, Ref } from '../../src/schemas/common.js'
@@ -33,9 +34,11 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       querystring: UserListQuery,
       response: { 200: pageSchema(UserRef), 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 500: ErrorRef }
     }
-  }, async function (request) {
+  }, async function (request, reply) {
     const query = request.query
-    return readPage('users', query, USER_SORT_FIELDS, (page) => usersRepository.list(query, page))
+    const page = await readPage('users', query, USER_SORT_FIELDS, (page) => usersRepository.list(query, page))
+    reply.header('link', pageLinks(request.url, page))
+    return page
   })
 
   app.get('/:id', {

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
 import type { MovieRow } from '../db/schema.js'
-import type { PageRequest } from '../lib/pagination.js'
+import type { PageRequest, PageResult } from '../lib/pagination.js'
 import { createCollectionReader, hashKey, placeholder, plainKey } from './collection.js'
 
 export type Movie = MovieRow
@@ -24,6 +24,8 @@ const reader = createCollectionReader<MovieSort, keyof MovieFilters, Movie>({
   from: sql`movies m`,
   columns: sql`m.id::float8 AS id, m.title, m.year, m.rating::float8 AS rating, m.genre`,
   sorts: { id: 'm.id', title: 'm.title', year: 'm.year', rating: 'm.rating', genre: 'm.genre' },
+  keys: { id: 'id', title: 'text', year: 'integer', rating: 'numeric', genre: 'text' },
+  grouped: ['year', 'rating', 'genre'],
   filters: {
     genre: { condition: sql`m.genre = ${placeholder('genre')}::text`, key: hashKey('genre') },
     year: { condition: sql`m.year = ${placeholder('year')}::integer`, key: plainKey('year'), matchesNothing: notAnInt4 },
@@ -35,7 +37,7 @@ const reader = createCollectionReader<MovieSort, keyof MovieFilters, Movie>({
 
 export function createMoviesRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
   return {
-    list (filters: MovieFilters, page: PageRequest<MovieSort>): Promise<{ rows: Movie[], total: number }> {
+    list (filters: MovieFilters, page: PageRequest<MovieSort>): Promise<PageResult<Movie>> {
       return read((target) => reader.read(target, filters, page))
     }
   }

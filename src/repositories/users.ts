@@ -2,7 +2,7 @@ import { eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
 import type { ReadRouter } from '../db/read-router.js'
-import type { PageRequest } from '../lib/pagination.js'
+import type { PageRequest, PageResult } from '../lib/pagination.js'
 import { createCollectionReader, hashKey, isoTimestamp, placeholder } from './collection.js'
 
 export type Role = typeof ROLE_VALUES[number]
@@ -48,6 +48,8 @@ const reader = createCollectionReader<UserSort, 'role', UserItemRow>({
   from: sql`users m`,
   columns: sql.raw(`m.id::float8 AS id, m.subject_id, m.email, m.name, m.role, ${isoTimestamp('m.created_at')} AS created_at, ${isoTimestamp('m.updated_at')} AS updated_at`),
   sorts: { id: 'm.id', name: 'm.name', email: 'm.email', role: 'm.role', createdAt: 'm.created_at' },
+  keys: { id: 'id', name: 'text', email: 'text', role: 'text', createdAt: 'timestamptz' },
+  grouped: ['role'],
   filters: { role: { condition: sql`m.role = ${placeholder('role')}::text`, key: hashKey('role') } },
   ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'role' }
 })
@@ -86,9 +88,9 @@ export function createUsersRepository (db: Database, read: ReadRouter = async (r
       return toUser(row)
     },
 
-    async list (filters: UserFilters, page: PageRequest<UserSort>): Promise<{ rows: LocalUser[], total: number }> {
-      const { rows, total } = await read((target) => reader.read(target, filters, page))
-      return { rows: rows.map(fromItemRow), total }
+    async list (filters: UserFilters, page: PageRequest<UserSort>): Promise<PageResult<LocalUser>> {
+      const { rows, ...rest } = await read((target) => reader.read(target, filters, page))
+      return { rows: rows.map(fromItemRow), ...rest }
     }
   }
 }
