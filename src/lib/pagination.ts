@@ -175,7 +175,8 @@ const given = (value: string | undefined): value is string => value !== undefine
 export function parsePageRequest<S extends string> (
   query: { page?: string, limit?: string, sort?: string, order?: string, after?: string, before?: string },
   sortFields: readonly S[],
-  collection = ''
+  collection = '',
+  filters = filterDigest(query)
 ): PageRequest<S> {
   const page = Math.max(DEFAULT_PAGE, toInteger(query.page, DEFAULT_PAGE))
   const limit = Math.min(MAX_LIMIT, Math.max(1, toInteger(query.limit, DEFAULT_LIMIT)))
@@ -187,7 +188,7 @@ export function parsePageRequest<S extends string> (
   if (given(query.after) || given(query.before)) {
     if (given(query.after) && given(query.before)) throw new InvalidCursorError()
     const direction = given(query.after) ? 'after' : 'before'
-    const scope = { collection, sort, order, filters: filterDigest(query) }
+    const scope = { collection, sort, order, filters }
     cursor = { direction, ...decodeCursor((direction === 'after' ? query.after : query.before)!, scope) }
   }
   return { page, limit, offset, sort, order, cursor }
@@ -241,7 +242,8 @@ export async function readPage<S extends string, T extends { id: number }> (
   sortFields: readonly S[],
   fetch: (page: PageRequest<S>) => Promise<PageResult<T>>
 ): Promise<Page<T>> {
-  const request = parsePageRequest(query, sortFields, collection)
+  const filters = filterDigest(query)
+  const request = parsePageRequest(query, sortFields, collection, filters)
   let result: PageResult<T>
   try {
     result = await fetch(request)
@@ -249,10 +251,11 @@ export async function readPage<S extends string, T extends { id: number }> (
     if (err instanceof InvalidCursorError) throw err
     throw new RetrieveFailedError(collection, { cause: err })
   }
-  const asked = JSON.stringify([request.page, request.limit, request.cursor])
+  // Cursors name the filters, so a page is shared only by requests with the same ones.
+  const asked = JSON.stringify([request.page, request.limit, request.cursor, filters])
   const known = pagesOf.get(result)
   if (known !== undefined && known.request === asked) return known.page as Page<T>
-  const page = toPage(result, request, collection, filterDigest(query))
+  const page = toPage(result, request, collection, filters)
   pagesOf.set(result, { request: asked, page })
   return page
 }
