@@ -12,6 +12,7 @@ export const MissingQueryError = createError('API_MISSING_QUERY', 'Missing requi
 export const InvalidIdempotencyKeyError = createError('API_INVALID_IDEMPOTENCY_KEY', 'Invalid Idempotency-Key header', 400)
 export const IdempotencyKeyInProgressError = createError('API_IDEMPOTENCY_KEY_IN_PROGRESS', 'A request with this Idempotency-Key is in progress', 409)
 export const IdempotencyKeyReusedError = createError('API_IDEMPOTENCY_KEY_REUSED', 'Idempotency-Key was used with a different request', 422)
+export const InvalidCursorError = createError('API_INVALID_CURSOR', 'Invalid cursor', 400)
 export const MalformedJsonError = createError('API_MALFORMED_JSON', 'Malformed JSON body', 400)
 export const BodyTooLargeError = createError('API_BODY_TOO_LARGE', 'Request body too large', 413)
 export const UnsupportedMediaTypeError = createError('API_UNSUPPORTED_MEDIA_TYPE', 'Unsupported media type', 415)

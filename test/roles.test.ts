@@ -4,6 +4,7 @@ import { DEFAULT_ROLE, hasRoleAtLeast, isRole, ROLES, roleRank, type Role } from
 import type { LocalUser } from '../src/repositories/users.js'
 import { build } from './helpers/build.js'
 import { createAuthor, createMessages } from './helpers/fixtures.js'
+import { pageBody } from './helpers/pagination.js'
 import { startTestIdp, type TestClaims } from './helpers/idp.js'
 
 const ORDER: Role[] = ['User', 'Moderator', 'Admin', 'SuperAdmin', 'Owner']
@@ -150,7 +151,7 @@ t.test('role × route matrix with real RS256 tokens', async (t) => {
     locals.push(body as LocalUser)
   }
   const allUsers = [author, ...locals]
-  const usersPage = { data: allUsers, pagination: { page: 1, limit: 25, total: allUsers.length, totalPages: 1 } }
+  const usersPage = pageBody(allUsers, 1, 25, allUsers.length)
 
   for (const [i, caller] of callers.entries()) {
     const headers = bearer(caller)

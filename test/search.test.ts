@@ -4,6 +4,7 @@ import type { App } from '../src/app.js'
 import { likePattern, type Message } from '../src/repositories/messages.js'
 import { build } from './helpers/build.js'
 import { createAuthor, createMessages, queryRows } from './helpers/fixtures.js'
+import { cursorKinds, pageBody, pagination } from './helpers/pagination.js'
 
 const MISSING_Q = { status: 400, body: { error: 'Missing required query parameter: q' } }
 
@@ -11,11 +12,8 @@ interface Reply { status: number, body: any }
 
 async function get (app: App, url: string): Promise<Reply> {
   const res = await app.inject({ method: 'GET', url })
-  return { status: res.statusCode, body: res.json() }
+  return { status: res.statusCode, body: cursorKinds(res.json()) }
 }
-
-const pageBody = (data: Message[], page: number, limit: number, total: number) =>
-  ({ data, pagination: { page, limit, total, totalPages: Math.ceil(total / limit) } })
 
 const search = (q: string, rest = ''): string => `/v2/messages/search?q=${encodeURIComponent(q)}${rest === '' ? '' : `&${rest}`}`
 
@@ -67,7 +65,7 @@ t.test('GET /v2/messages/search', async (t) => {
     for (const [name, q, expected] of cases) {
       t.same(await get(app, search(q)), { status: 200, body: pageBody(expected, 1, 25, expected.length) }, name)
     }
-    t.same(await get(app, search('zzz-nothing')), { status: 200, body: { data: [], pagination: { page: 1, limit: 25, total: 0, totalPages: 0 } } },
+    t.same(await get(app, search('zzz-nothing')), { status: 200, body: pageBody([], 1, 25, 0) },
       'no match: totalPages is exactly 0')
     t.same(await get(app, search('t')), { status: 200, body: pageBody([percentWord, backslash, noBackslash, mixed, bySubject, subjectOnly, plain], 1, 25, 7) }, 'a one-letter term')
     t.same([notUnderscore.content, noBackslash.content], ['snakeXcase names', 'path C:tempdir'], 'sanity: the look-alikes exist')
@@ -145,7 +143,7 @@ t.test('GET /v2/messages/search', async (t) => {
     const list = await get(app, `/v2/messages?authorId=${bob.id}&limit=7&page=2&priority=urgent`)
     const found = await get(app, search('paged item', `authorId=${bob.id}&limit=7&page=2&priority=urgent`))
     t.same(found, { status: 200, body: pageBody(urgent.slice(7), 2, 7, 10) }, 'search page 2 of the urgent matches')
-    t.same(list.body.pagination, { page: 2, limit: 7, total: 10, totalPages: 2 }, 'the list with the same filters has the same pagination metadata')
+    t.same(list.body.pagination, pagination(2, 7, 10, 3), 'the list with the same filters has the same pagination metadata')
     t.same(Object.keys(found.body).sort(), ['data', 'pagination'], 'only data and pagination at the top level')
   })
 

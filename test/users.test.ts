@@ -1,8 +1,8 @@
 import t from 'tap'
 import type { App } from '../src/app.js'
-import type { LocalUser } from '../src/repositories/users.js'
 import { build } from './helpers/build.js'
 import { createAuthor } from './helpers/fixtures.js'
+import { cursorKinds, pageBody } from './helpers/pagination.js'
 
 const UNAUTHORIZED = { error: 'Invalid or missing token' }
 const FORBIDDEN = { error: 'Insufficient permissions' }
@@ -13,11 +13,8 @@ interface Reply { status: number, body: any }
 
 async function get (app: App, url: string, caller?: Record<string, unknown>): Promise<Reply> {
   const res = await app.inject({ method: 'GET', url, headers: caller === undefined ? {} : { 'x-test-user': JSON.stringify(caller) } })
-  return { status: res.statusCode, body: res.json() }
+  return { status: res.statusCode, body: cursorKinds(res.json()) }
 }
-
-const pageBody = (data: LocalUser[], page: number, limit: number, total: number) =>
-  ({ data, pagination: { page, limit, total, totalPages: Math.ceil(total / limit) } })
 
 t.test('/v2/users', async (t) => {
   const app = await build(t, { testAuth: true })

@@ -5,6 +5,7 @@ import { hasRoleAtLeast } from '../../src/auth/roles.js'
 import { ForbiddenError, IdempotencyKeyInProgressError, MissingQueryError, NotFoundError } from '../../src/errors.js'
 import { found } from '../../src/lib/entity-tag.js'
 import { parseIdempotencyKey, requestFingerprint } from '../../src/lib/idempotency-key.js'
+import { pageLinks } from '../../src/lib/links.js'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
 import { createRepresentationSender, sendJson } from '../../src/lib/representation.js'
 import { messageLocation } from '../../src/repositories/message-row.js'
@@ -33,7 +34,8 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     const query = request.query
-    return sendList(request, reply, (conditional) => readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.list(query, page, conditional)))
+    return sendList(request, reply, (conditional) => readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.list(query, page, conditional)),
+      (page) => ({ link: pageLinks(request.url, page) }))
   })
 
   app.get('/search', {
@@ -47,7 +49,8 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     const query = request.query
     const term = query.q
     if (term === undefined || term.trim() === '') throw new MissingQueryError('q')
-    return sendSearch(request, reply, (conditional) => readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page, conditional)))
+    return sendSearch(request, reply, (conditional) => readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page, conditional)),
+      (page) => ({ link: pageLinks(request.url, page) }))
   })
 
   app.get('/:id', {

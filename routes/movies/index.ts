@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { pageLinks } from '../../src/lib/links.js'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
 import { createRepresentationSender } from '../../src/lib/representation.js'
 import { MOVIE_SORT_FIELDS } from '../../src/repositories/movies.js'
@@ -19,7 +20,8 @@ const movies: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     const query = request.query
-    return sendList(request, reply, (conditional) => readPage('movies', query, MOVIE_SORT_FIELDS, (page) => moviesRepository.list(query, page, conditional)))
+    return sendList(request, reply, (conditional) => readPage('movies', query, MOVIE_SORT_FIELDS, (page) => moviesRepository.list(query, page, conditional)),
+      (page) => ({ link: pageLinks(request.url, page) }))
   })
 }
 

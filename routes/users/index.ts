@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify'
 import { hasRoleAtLeast } from '../../src/auth/roles.js'
 import { ForbiddenError } from '../../src/errors.js'
 import { found } from '../../src/lib/entity-tag.js'
+import { pageLinks } from '../../src/lib/links.js'
 import { pageSchema, readPage } from '../../src/lib/pagination.js'
 import { callerScope, createRepresentationSender } from '../../src/lib/representation.js'
 import type { LocalUser } from '../../src/repositories/users.js'
@@ -45,7 +46,8 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     const query = request.query
-    return sendList(request, reply, (conditional) => readPage('users', query, USER_SORT_FIELDS, (page) => usersRepository.list(query, page, conditional)))
+    return sendList(request, reply, (conditional) => readPage('users', query, USER_SORT_FIELDS, (page) => usersRepository.list(query, page, conditional)),
+      (page) => ({ link: pageLinks(request.url, page) }))
   })
 
   app.get('/:id', {

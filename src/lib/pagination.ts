@@ -1,7 +1,8 @@
+import { createHash } from 'node:crypto'
 import { Type, type TProperties, type TSchema } from '@sinclair/typebox'
 import { asc, desc, type SQL } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
-import { RetrieveFailedError } from '../errors.js'
+import { InvalidCursorError, RetrieveFailedError } from '../errors.js'
 import { Ref } from '../schemas/common.js'
 import type { Revalidated } from './entity-tag.js'
 
@@ -14,17 +15,60 @@ export const MAX_LIMIT = 100
 
 export type SortOrder = 'asc' | 'desc'
 
+export const MAX_CURSOR_LENGTH = 2048
+
+/**
+ * A place in a collection's order (CONTRACT 12): the sort key as PostgreSQL renders it to text (null for
+ * a NULL key, and for sort=id whose key is the id) and the id. Not necessarily an item's: positions
+ * stay valid after their item is deleted.
+ */
+export interface Position {
+  key: string | null
+  id: number
+}
+
+/** `after`: the items that follow the position; `before`: the items that precede it. */
+export interface Cursor extends Position {
+  direction: 'after' | 'before'
+}
+
 export interface PageRequest<S extends string = string> {
   page: number
   limit: number
   offset: number
   sort: S
   order: SortOrder
+  /** Set when the request came with `after` or `before`: `page` and `offset` are then ignored. */
+  cursor: Cursor | null
+  /** Digest of the other query parameters, which the page's cursors are bound to ('' without any). */
+  filters: string
+}
+
+/**
+ * What a collection read answers: the rows, the exact total, and the sort key of each row (for its
+ * cursor). A read by cursor also tells whether any item precedes and follows the page, checked in the
+ * same snapshot; a read by page number leaves that to the total.
+ */
+export interface PageResult<T> {
+  rows: T[]
+  total: number
+  keys: Array<string | null>
+  before?: boolean
+  after?: boolean
+}
+
+export interface Pagination {
+  page: number | null
+  limit: number
+  total: number
+  totalPages: number
+  nextCursor: string | null
+  prevCursor: string | null
 }
 
 export interface Page<T> {
   data: T[]
-  pagination: { page: number, limit: number, total: number, totalPages: number }
+  pagination: Pagination
 }
 
 // Pagination parameters stay strings in the schema: SPEC 4.9 says bad values fall back, never fail.
@@ -33,7 +77,15 @@ function paginationProperties (sortFields: readonly string[]) {
     page: Type.Optional(Type.String({ description: 'Page number, from 1. Invalid or below 1: 1.', examples: ['1'] })),
     limit: Type.Optional(Type.String({ description: `Page size, clamped into 1..${MAX_LIMIT}. Missing or invalid: ${DEFAULT_LIMIT}.`, examples: [String(DEFAULT_LIMIT)] })),
     sort: Type.Optional(Type.String({ description: `Sort field: one of ${sortFields.join(', ')}. Anything else: id.`, examples: ['id'] })),
-    order: Type.Optional(Type.String({ description: 'desc for descending; any other value: asc.', examples: ['asc'] }))
+    order: Type.Optional(Type.String({ description: 'desc for descending; any other value: asc.', examples: ['asc'] })),
+    after: Type.Optional(Type.String({
+      maxLength: MAX_CURSOR_LENGTH,
+      description: 'A cursor (pagination.nextCursor): answers the items that follow it. Overrides page. Valid only with the sort, order, filters and search term it was issued for.'
+    })),
+    before: Type.Optional(Type.String({
+      maxLength: MAX_CURSOR_LENGTH,
+      description: 'A cursor (pagination.prevCursor): answers the items that precede it, in the requested order. Overrides page; not together with after.'
+    }))
   }
 }
 
@@ -42,12 +94,20 @@ export function collectionQuery<F extends TProperties> (sortFields: readonly str
   return Type.Object({ ...paginationProperties(sortFields), ...filters })
 }
 
+const CursorOrNull = (description: string) => Type.Union([Type.String(), Type.Null()], { description })
+
 export const PaginationSchema = Type.Object({
-  page: Type.Integer({ description: 'Effective page' }),
+  page: Type.Union([Type.Integer(), Type.Null()], { description: 'Effective page; null when the page was asked for by cursor' }),
   limit: Type.Integer({ description: 'Effective page size' }),
   total: Type.Integer({ description: 'Items matching the filters' }),
-  totalPages: Type.Integer({ description: 'ceil(total / limit); 0 when total is 0' })
-}, { $id: 'Pagination', title: 'Pagination', examples: [{ page: 1, limit: 25, total: 120, totalPages: 5 }] })
+  totalPages: Type.Integer({ description: 'ceil(total / limit); 0 when total is 0' }),
+  nextCursor: CursorOrNull('Pass as `after` for the items that follow this page; null when none follows'),
+  prevCursor: CursorOrNull('Pass as `before` for the items that precede this page; null when none precedes')
+}, {
+  $id: 'Pagination',
+  title: 'Pagination',
+  examples: [{ page: 1, limit: 25, total: 120, totalPages: 5, nextCursor: 'eyJjIjoibWVzc2FnZXMiLCJzIjoiaWQiLCJvIjoiYXNjIiwiZiI6IiIsImsiOm51bGwsImkiOjI1fQ', prevCursor: null }]
+})
 
 /** The 200 body of a collection: only `data` and `pagination` at the top level (CONTRACT 7). */
 export function pageSchema<T extends TSchema> (item: T) {
@@ -62,9 +122,64 @@ function toInteger (value: string | undefined, fallback: number): number {
   return Number.isFinite(n) ? n : fallback
 }
 
+const PAGINATION_KEYS = new Set(['page', 'limit', 'sort', 'order', 'after', 'before'])
+
+/**
+ * What a cursor is valid for besides its collection, sort and order: every other query parameter (the
+ * filters, the search term) as validated, in a short digest. Pagination parameters are left out, so a
+ * client may change `limit` between pages.
+ */
+function filterDigest (query: Record<string, unknown>): string {
+  const entries = Object.entries(query)
+    .filter(([name, value]) => !PAGINATION_KEYS.has(name) && value !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  if (entries.length === 0) return ''
+  return createHash('sha256').update(JSON.stringify(entries)).digest('base64url').slice(0, 11)
+}
+
+interface CursorScope { collection: string, sort: string, order: SortOrder, filters: string }
+
+// A cursor is opaque to clients: base64url of [collection, sort, order, filter digest, key, id].
+export function encodeCursor (scope: CursorScope, position: Position): string {
+  const fields = [scope.collection, scope.sort, scope.order, scope.filters, position.key, position.id]
+  return Buffer.from(JSON.stringify(fields)).toString('base64url')
+}
+
+const BASE64URL = /^[A-Za-z0-9_-]+$/
+
+function decodeCursor (text: string, scope: CursorScope): Position {
+  let fields: unknown
+  try {
+    fields = BASE64URL.test(text) ? JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) : undefined
+  } catch {
+    fields = undefined
+  }
+  if (!Array.isArray(fields) || fields.length !== 6) throw new InvalidCursorError()
+  const [collection, sort, order, filters, key, id] = fields as unknown[]
+  if (collection !== scope.collection || sort !== scope.sort || order !== scope.order || filters !== scope.filters ||
+    (key !== null && typeof key !== 'string') || typeof id !== 'number' || !Number.isSafeInteger(id)) {
+    throw new InvalidCursorError()
+  }
+  return { key, id }
+}
+
+/**
+ * The position right next to `position` on one side, in the order of (sort, order). Ids are integers,
+ * so the items strictly before the position right after an item's are that item and those before it.
+ */
+export function beside (position: Position, sort: string, order: SortOrder, side: 'after' | 'before'): Position {
+  // Ties (and sort=id itself when ascending) run by id ascending; sort=id descending runs the other way.
+  const step = (side === 'after' ? 1 : -1) * (sort === 'id' && order === 'desc' ? -1 : 1)
+  return { key: position.key, id: position.id + step }
+}
+
+const given = (value: string | undefined): value is string => value !== undefined && value !== ''
+
 export function parsePageRequest<S extends string> (
-  query: { page?: string, limit?: string, sort?: string, order?: string },
-  sortFields: readonly S[]
+  query: { page?: string, limit?: string, sort?: string, order?: string, after?: string, before?: string },
+  sortFields: readonly S[],
+  collection = '',
+  filters = filterDigest(query)
 ): PageRequest<S> {
   const page = Math.max(DEFAULT_PAGE, toInteger(query.page, DEFAULT_PAGE))
   const limit = Math.min(MAX_LIMIT, Math.max(1, toInteger(query.limit, DEFAULT_LIMIT)))
@@ -72,7 +187,14 @@ export function parsePageRequest<S extends string> (
   const order: SortOrder = query.order === 'desc' ? 'desc' : 'asc'
   // A huge page is an empty page, never an out-of-range OFFSET (CONTRACT 10).
   const offset = Math.min((page - 1) * limit, Number.MAX_SAFE_INTEGER)
-  return { page, limit, offset, sort, order }
+  let cursor: Cursor | null = null
+  if (given(query.after) || given(query.before)) {
+    if (given(query.after) && given(query.before)) throw new InvalidCursorError()
+    const direction = given(query.after) ? 'after' : 'before'
+    const scope = { collection, sort, order, filters }
+    cursor = { direction, ...decodeCursor((direction === 'after' ? query.after : query.before)!, scope) }
+  }
+  return { page, limit, offset, sort, order, cursor, filters }
 }
 
 /** ORDER BY the requested column, ties broken by id ascending so pages never overlap (CONTRACT 7). */
@@ -81,43 +203,67 @@ export function orderBy (column: PgColumn | SQL, order: SortOrder, id: PgColumn)
   return column === id ? [primary] : [primary, asc(id)]
 }
 
-export function toPage<T> (data: T[], total: number, request: PageRequest): Page<T> {
+/**
+ * The page a read answers, with its cursors. By page number, items precede a non-empty page past the
+ * first and follow one that ends before the total; an empty page has no item to anchor a cursor. By
+ * cursor, the read said; an empty page anchors the way back at the cursor itself.
+ */
+export function toPage<T extends { id: number }> (result: PageResult<T>, request: PageRequest, collection: string, filters: string): Page<T> {
+  const { rows, keys, total } = result
+  const { cursor, sort, order } = request
+  const scope = { collection, sort, order, filters }
+  const count = rows.length
+  const first = count > 0 ? { key: keys[0] ?? null, id: rows[0]!.id } : cursor === null ? null : beside(cursor, sort, order, 'after')
+  const last = count > 0 ? { key: keys[count - 1] ?? null, id: rows[count - 1]!.id } : cursor === null ? null : beside(cursor, sort, order, 'before')
+  const before = cursor === null ? request.offset > 0 && count > 0 : result.before === true
+  const after = cursor === null ? request.offset + count < total : result.after === true
   return {
-    data,
-    pagination: { page: request.page, limit: request.limit, total, totalPages: Math.ceil(total / request.limit) }
+    data: rows,
+    pagination: {
+      page: cursor === null ? request.page : null,
+      limit: request.limit,
+      total,
+      totalPages: Math.ceil(total / request.limit),
+      nextCursor: after && last !== null ? encodeCursor(scope, last) : null,
+      prevCursor: before && first !== null ? encodeCursor(scope, first) : null
+    }
   }
 }
 
 // A result served again from a cache is the same object: for the same page request it gives the same Page
 // object too, so what a route derives from a page (its serialized body) can be remembered with it.
-const pagesOf = new WeakMap<object, Page<unknown>>()
+const pagesOf = new WeakMap<object, { request: string, page: Page<unknown> }>()
 
 /**
  * Reads one page of a collection: normalises the pagination parameters, runs the query (which may
  * find the client's copy current, CONTRACT 12), and turns any database failure into
- * `Failed to retrieve <collection>` (SPEC 4.9 rule 4).
+ * `Failed to retrieve <collection>` (SPEC 4.9 rule 4). An invalid cursor is a 400 before anything is read.
  */
-export async function readPage<S extends string, T> (
+export async function readPage<S extends string, T extends { id: number }> (
   collection: string,
-  query: { page?: string, limit?: string, sort?: string, order?: string },
+  query: { page?: string, limit?: string, sort?: string, order?: string, after?: string, before?: string },
   sortFields: readonly S[],
-  fetch: (page: PageRequest<S>) => Promise<Revalidated<{ rows: T[], total: number }>>
+  fetch: (page: PageRequest<S>) => Promise<Revalidated<PageResult<T>>>
 ): Promise<Revalidated<Page<T>>> {
-  const request = parsePageRequest(query, sortFields)
-  let result: Revalidated<{ rows: T[], total: number }>
+  const filters = filterDigest(query)
+  const request = parsePageRequest(query, sortFields, collection, filters)
+  let result: Revalidated<PageResult<T>>
   try {
     result = await fetch(request)
   } catch (err) {
+    if (err instanceof InvalidCursorError) throw err
     throw new RetrieveFailedError(collection, { cause: err })
   }
   if (result.notModified) return result
-  return { tag: result.tag, notModified: false, value: pageOf(result.value, request) }
+  return { tag: result.tag, notModified: false, value: pageOf(result.value, request, collection, filters) }
 }
 
-function pageOf<T> (result: { rows: T[], total: number }, request: PageRequest): Page<T> {
+function pageOf<T extends { id: number }> (result: PageResult<T>, request: PageRequest, collection: string, filters: string): Page<T> {
+  // Cursors name the filters, so a page is shared only by requests with the same ones.
+  const asked = JSON.stringify([request.page, request.limit, request.cursor, filters])
   const known = pagesOf.get(result)
-  if (known !== undefined && known.pagination.page === request.page && known.pagination.limit === request.limit) return known as Page<T>
-  const page = toPage(result.rows, result.total, request)
-  pagesOf.set(result, page)
+  if (known !== undefined && known.request === asked) return known.page as Page<T>
+  const page = toPage(result, request, collection, filters)
+  pagesOf.set(result, { request: asked, page })
   return page
 }

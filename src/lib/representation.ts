@@ -108,11 +108,14 @@ export function createRepresentationSender (options: RepresentationOptions) {
     return body
   }
 
-  return async function send<T extends object> (request: FastifyRequest, reply: FastifyReply, read: ReadRevalidated<T>): Promise<FastifyReply> {
+  /** `headersOf`: what else a 200 carries that follows from its value (a page's Link). */
+  return async function send<T extends object> (request: FastifyRequest, reply: FastifyReply, read: ReadRevalidated<T>,
+    headersOf?: (value: T) => Record<string, string>): Promise<FastifyReply> {
     const result = await read(conditionalFor(request.headers, options.scope?.(request) ?? ''))
     reply.header('etag', result.tag).header('cache-control', options.cacheControl)
     varyOn(reply, 'accept-encoding')
     if (result.notModified) return reply.code(304).send()
+    if (headersOf !== undefined) reply.headers(headersOf(result.value))
     const encoded = encodedOf(reply, result.value)
     const encoding = encoded.identity.length < COMPRESS_THRESHOLD ? 'identity' : chooseEncoding(request.headers['accept-encoding'])
     const body = await bodyFor(encoded, encoding)

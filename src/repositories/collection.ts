@@ -2,13 +2,15 @@ import { createHash } from 'node:crypto'
 import { sql, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement, type Statement } from '../db/statement.js'
-import type { PageRequest, SortOrder } from '../lib/pagination.js'
+import { InvalidCursorError } from '../errors.js'
+import { beside, type Cursor, type PageRequest, type PageResult, type SortOrder } from '../lib/pagination.js'
 
 // One implementation of reading a page of any collection (CONTRACT 7: exact at any depth, whoever
 // writes). Totals come from the trigger-maintained counters of drizzle/0006 when the filters are one
 // counted value (or none), else from count(*). Pages whose sort has buckets in the order-statistic
 // index are located in it: a few short range reads of bucket counts and a seek, whatever the depth.
-// Any other page is read with OFFSET from whichever end of the index is nearer.
+// Any other page is read with OFFSET from whichever end of the index is nearer. A page asked for by
+// cursor is a seek from the cursor's position on the (key, id) index that serves the sort.
 
 /** The sort-key dimensions the triggers keep buckets for. */
 export type RankedDim = 'id' | 'created'
@@ -22,6 +24,12 @@ export interface FilterSpec {
   matchesNothing?: (value: string | number) => boolean
 }
 
+/**
+ * How a sort key is carried in a cursor: as text PostgreSQL renders and reads back exactly. Timestamps
+ * travel as epoch microseconds (the API shows milliseconds; the column holds microseconds).
+ */
+export type KeyType = 'id' | 'text' | 'integer' | 'numeric' | 'timestamptz' | { enum: string, values: readonly string[] }
+
 export interface CollectionSpec<S extends string, F extends string> {
   table: string
   /** Row source, aliased `m`, joined to whatever the items show. */
@@ -30,6 +38,13 @@ export interface CollectionSpec<S extends string, F extends string> {
   columns: SQL
   /** ORDER BY expression of each sort field, before the id tie-break. */
   sorts: Record<S, string>
+  /** The type of each sort's key; `id` for the sort by id itself. */
+  keys: Record<S, KeyType>
+  /**
+   * Sorts with few distinct keys (long runs of ties). Their descending seeks, whose ties still run by
+   * id ascending, visit the runs one at a time through the index instead of sorting a whole run.
+   */
+  grouped?: readonly S[]
   filters: Record<F, FilterSpec>
   /** Sorts located through the order-statistic index, and the filter whose values rank too. */
   ranked: { dims: Partial<Record<S, RankedDim>>, filter?: F }
@@ -61,7 +76,49 @@ const BOUNDS: Record<RankedDim, Record<SortOrder, string>> = {
   }
 }
 
-interface PageRow { total?: number, ord?: number }
+interface PageRow { total?: number, ord?: number, cursor_key?: string | null, other?: boolean }
+
+function keyTextSql (expr: string, type: KeyType): string {
+  if (type === 'id') return 'NULL::text'
+  if (type === 'timestamptz') return `(extract(epoch FROM ${expr}) * 1000000)::bigint::text`
+  return `${expr}::text`
+}
+
+function keyParamSql (type: KeyType): SQL {
+  const k = placeholder('k')
+  if (type === 'timestamptz') return sql`('epoch'::timestamptz + ${k}::bigint * interval '1 microsecond')`
+  if (typeof type === 'object') return sql`${k}::${sql.raw(type.enum)}`
+  return sql`${k}::${sql.raw(type === 'id' ? 'text' : type)}`
+}
+
+const KEY_PATTERNS = { integer: /^-?\d{1,10}$/, numeric: /^-?\d{1,30}(\.\d{1,30})?$/, timestamptz: /^-?\d{1,17}$/ }
+
+/** Whether a cursor's key can be read back as the sort's type: a crafted one is a 400, not a 500. */
+function validKey (key: string | null, type: KeyType): boolean {
+  if (type === 'id') return key === null
+  if (key === null || type === 'text') return true
+  if (typeof type === 'object') return type.values.includes(key)
+  if (type === 'integer') return KEY_PATTERNS.integer.test(key) && Math.abs(Number(key)) <= 2_147_483_647
+  return KEY_PATTERNS[type].test(key)
+}
+
+/** A value read with a page in place of its total, named for the statement that reads it. */
+export interface Companion { name: string, sql: SQL }
+
+/** The order a seek walks the index in: the requested order after a cursor, its reverse before one. */
+interface Scan { keyDesc: boolean, idDesc: boolean }
+
+function scanOf (cursor: Cursor, order: SortOrder): Scan {
+  return cursor.direction === 'after'
+    ? { keyDesc: order === 'desc', idDesc: false }
+    : { keyDesc: order !== 'desc', idDesc: true }
+}
+
+/**
+ * One index range of a seek, in scan order: `where` its rows, `order` their order. A `walk` part is a
+ * run of groups of equal keys, each read by id (see `grouped`).
+ */
+interface SeekPart { where: SQL, order: string, walk?: boolean }
 
 const LEVELS = 4
 
@@ -123,6 +180,8 @@ export function createCollectionReader<S extends string, F extends string, Row e
     return found
   }
 
+  const keyColumn = (sort: S) => sql.raw(`${keyTextSql(spec.sorts[sort], spec.keys[sort])} AS cursor_key`)
+
   function whereSql (present: F[]): SQL {
     const conditions = present.map((name) => spec.filters[name].condition)
     return conditions.length === 0 ? sql`true` : sql.join(conditions, sql` AND `)
@@ -150,7 +209,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
         WHERE ${sql.raw(BOUNDS[dim][order])} AND ${whereSql(present)}
         ORDER BY ${sql.raw(by)} OFFSET (SELECT skip FROM loc) LIMIT ${placeholder('limit')}::bigint)
       SELECT t.total, r.* FROM (SELECT ${countedTotalSql(spec.table, sql`${placeholder('key')}::text`)}::float8 AS total) t
-      LEFT JOIN LATERAL (SELECT ${spec.columns}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
+      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
       ORDER BY r.ord`
   }
 
@@ -163,14 +222,14 @@ export function createCollectionReader<S extends string, F extends string, Row e
 
   function offsetSql (sort: S, order: SortOrder, reversed: boolean, present: F[]): SQL {
     return sql`WITH ${pageIdsSql(sort, order, reversed, present)}
-      SELECT ${spec.columns}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id ORDER BY page.ord`
+      SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id ORDER BY page.ord`
   }
 
   /** A page near the start and its total, in one statement and one snapshot. */
   function nearStartSql (sort: S, order: SortOrder, present: F[]): SQL {
     return sql`WITH ${pageIdsSql(sort, order, false, present)}
       SELECT t.total, r.* FROM (${totalSql(present)}) t
-      LEFT JOIN LATERAL (SELECT ${spec.columns}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
+      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
       ORDER BY r.ord`
   }
 
@@ -182,12 +241,125 @@ export function createCollectionReader<S extends string, F extends string, Row e
     return present.length === 1 && present[0] === spec.ranked.filter ? dim : undefined
   }
 
-  function strip (rows: Array<Row & PageRow>): Row[] {
+  function strip (rows: Array<Row & PageRow>): { rows: Row[], keys: Array<string | null> } {
+    const keys: Array<string | null> = []
     for (const row of rows) {
+      keys.push(row.cursor_key ?? null)
       delete row.total
       delete row.ord
+      delete row.cursor_key
+      delete row.other
     }
-    return rows
+    return { rows, keys }
+  }
+
+  /** The parts of the rows strictly beyond a position, in scan order, reading the id from `idName`. */
+  function seekParts (sort: S, scan: Scan, keyNull: boolean, idName: string): SeekPart[] {
+    const { keyDesc, idDesc } = scan
+    const id = sql`${placeholder(idName)}::bigint`
+    const type = spec.keys[sort]
+    if (type === 'id') return [{ where: sql`m.id ${sql.raw(keyDesc ? '<' : '>')} ${id}`, order: `m.id${keyDesc ? ' DESC' : ''}` }]
+    const x = sql.raw(spec.sorts[sort])
+    const key = keyParamSql(type)
+    const beyond = sql.raw(keyDesc ? '<' : '>')
+    const idBeyond = sql.raw(idDesc ? '<' : '>')
+    const byKey = `${spec.sorts[sort]}${keyDesc ? ' DESC' : ''}, m.id${idDesc ? ' DESC' : ''}`
+    const byId = `m.id${idDesc ? ' DESC' : ''}`
+    // Key and id in the same direction: one row comparison, a single range of the (key, id) index.
+    // Otherwise the rest of the cursor's group by id, then the groups beyond it.
+    const mixed = keyDesc !== idDesc
+    const walk = mixed && spec.grouped?.includes(sort) === true
+    // PostgreSQL puts NULL keys last in ascending order and first in descending order.
+    const parts: SeekPart[] = []
+    if (!keyNull) {
+      if (!mixed) parts.push({ where: sql`(${x}, m.id) ${beyond} (${key}, ${id})`, order: byKey })
+      else {
+        parts.push({ where: sql`${x} = ${key} AND m.id ${idBeyond} ${id}`, order: byId })
+        parts.push({ where: sql`${x} ${beyond} ${key}`, order: byKey, walk })
+      }
+      if (!keyDesc) parts.push({ where: sql`${x} IS NULL`, order: byId })
+    } else {
+      parts.push({ where: sql`${x} IS NULL AND m.id ${idBeyond} ${id}`, order: byId })
+      if (keyDesc) parts.push({ where: sql`${x} IS NOT NULL`, order: byKey, walk })
+    }
+    return parts
+  }
+
+  /**
+   * The groups of equal keys a walk part visits, one index probe each, until they hold a page: the
+   * first beyond the cursor's group, then each next one. `prior` is the part before it.
+   */
+  function walkSql (sort: S, scan: Scan, first: SQL, prior: SQL, present: F[]): SQL {
+    const x = spec.sorts[sort]
+    const table = sql.raw(spec.table)
+    const where = whereSql(present)
+    const limit = sql`${placeholder('limit')}::bigint`
+    const next = (bound: SQL) => sql`(SELECT ${sql.raw(x)} AS k FROM ${table} m WHERE ${bound} AND ${where}
+      ORDER BY ${sql.raw(x)}${sql.raw(scan.keyDesc ? ' DESC' : '')} LIMIT 1)`
+    const size = sql`(SELECT count(*) AS n FROM (SELECT 1 FROM ${table} m WHERE ${sql.raw(x)} = f.k AND ${where} LIMIT ${limit}) z)`
+    return sql`walk(k, got, step) AS (
+        SELECT f.k, s.n + c.n, 1 FROM (SELECT count(*) AS n FROM (SELECT 1 FROM ${table} m WHERE ${prior} AND ${where} LIMIT ${limit}) z) s
+          CROSS JOIN LATERAL ${next(first)} f CROSS JOIN LATERAL ${size} c
+        WHERE s.n < ${limit}
+        UNION ALL
+        SELECT f.k, w.got + c.n, w.step + 1 FROM walk w
+          CROSS JOIN LATERAL ${next(sql`${sql.raw(x)} ${sql.raw(scan.keyDesc ? '<' : '>')} w.k`)} f CROSS JOIN LATERAL ${size} c
+        WHERE w.got < ${limit})`
+  }
+
+  /**
+   * A page by cursor, in one statement and one snapshot: up to `limit` rows beyond the cursor in scan
+   * order (the caller asks one more than the page to learn whether more follow), whether any row lies
+   * the other way (from the position beside the cursor, so the cursor's own item counts), and the total.
+   */
+  function seekSql (sort: S, scan: Scan, keyNull: boolean, present: F[], total: SQL): SQL {
+    const table = sql.raw(spec.table)
+    const where = whereSql(present)
+    const limit = sql`${placeholder('limit')}::bigint`
+    const parts = seekParts(sort, scan, keyNull, 'i')
+    let walk: SQL | undefined
+    const selects = parts.map((part, n) => {
+      if (part.walk === true) {
+        walk = walkSql(sort, scan, part.where, parts[n - 1]!.where, present)
+        const byId = `p.id${scan.idDesc ? ' DESC' : ''}`
+        return sql`(SELECT ${n} AS part, p.id, row_number() OVER (ORDER BY w.step, ${sql.raw(byId)}) AS po FROM walk w
+          CROSS JOIN LATERAL (SELECT m.id FROM ${table} m WHERE ${sql.raw(spec.sorts[sort])} = w.k AND ${where}
+            ORDER BY ${sql.raw(`m.id${scan.idDesc ? ' DESC' : ''}`)} LIMIT ${limit}) p
+          ORDER BY w.step, ${sql.raw(byId)} LIMIT ${limit})`
+      }
+      return sql`(SELECT ${n} AS part, m.id, row_number() OVER (ORDER BY ${sql.raw(part.order)}) AS po FROM ${table} m
+        WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT ${limit})`
+    })
+    const back = { keyDesc: !scan.keyDesc, idDesc: !scan.idDesc }
+    // Ordered like the index, so that even a generic plan probes it rather than scanning the table.
+    const other = seekParts(sort, back, keyNull, 'ci').map((part) =>
+      sql`EXISTS (SELECT 1 FROM ${table} m WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT 1)`)
+    const keyText = sql.raw(keyTextSql(spec.sorts[sort], spec.keys[sort]))
+    return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}page AS MATERIALIZED (
+        SELECT s.id, row_number() OVER (ORDER BY s.part, s.po) AS ord FROM (${sql.join(selects, sql` UNION ALL `)}) s
+        ORDER BY s.part, s.po LIMIT ${limit})
+      SELECT t.total, x.other, r.* FROM (${total}) t CROSS JOIN (SELECT ${sql.join(other, sql` OR `)} AS other) x
+      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyText} AS cursor_key, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
+      ORDER BY r.ord`
+  }
+
+  async function seek (db: Database, cursor: Cursor, page: PageRequest<S>, present: F[], params: Record<string, unknown>, companion?: Companion): Promise<PageResult<Row>> {
+    const scan = scanOf(cursor, page.order)
+    const keyNull = cursor.key === null
+    const name = `seek:${page.sort}:${scan.keyDesc}:${scan.idDesc}:${keyNull}:${present.join(',')}:${companion?.name ?? ''}`
+    const run = cached(name, () => seekSql(page.sort, scan, keyNull, present, companion === undefined ? totalSql(present) : sql`SELECT ${companion.sql}::float8 AS total`))
+    const check = beside(cursor, page.sort, page.order, cursor.direction === 'after' ? 'after' : 'before')
+    const found = await run(db, { ...params, k: cursor.key, i: cursor.id, ci: check.id, limit: page.limit + 1 })
+    const total = found[0]?.total ?? 0
+    const other = found[0]?.other === true
+    const { rows, keys } = strip(found[0]?.ord == null ? [] : found)
+    const more = rows.length > page.limit
+    if (more) {
+      rows.pop()
+      keys.pop()
+    }
+    if (cursor.direction === 'after') return { rows, keys, total, before: other, after: more }
+    return { rows: rows.reverse(), keys: keys.reverse(), total, before: more, after: other }
   }
 
   return {
@@ -210,17 +382,23 @@ export function createCollectionReader<S extends string, F extends string, Row e
       return params
     },
 
-    async read (db: Database, values: FilterValues<F>, page: PageRequest<S>): Promise<{ rows: Row[], total: number }> {
+    /**
+     * A page and its exact total. By cursor, `companion` may name another value to read in the page's
+     * snapshot in place of the total, for a caller that knows the total another way.
+     */
+    async read (db: Database, values: FilterValues<F>, page: PageRequest<S>, companion?: Companion): Promise<PageResult<Row>> {
+      if (page.cursor !== null && !validKey(page.cursor.key, spec.keys[page.sort])) throw new InvalidCursorError()
       const present = this.present(values)
-      if (present === null) return { rows: [], total: 0 }
+      if (present === null) return { rows: [], total: 0, keys: [], before: false, after: false }
       const shape = present.join(',')
       const params = this.placeholders(present, values)
+      if (page.cursor !== null) return seek(db, page.cursor, page, present, params, companion)
       if (page.offset < NEAR_START) {
         const run = cached(`start:${page.sort}:${page.order}:${shape}`, () => nearStartSql(page.sort, page.order, present))
         const rows = await run(db, { ...params, offset: page.offset, limit: page.limit })
         const total = rows[0]?.total ?? 0
         // A page past the end has only the total row, with every item column null.
-        return { rows: rows[0]?.ord == null ? [] : strip(rows), total }
+        return { ...strip(rows[0]?.ord == null ? [] : rows), total }
       }
       const dim = rankedDim(page.sort, present)
       if (dim !== undefined) {
@@ -228,19 +406,19 @@ export function createCollectionReader<S extends string, F extends string, Row e
         const rows = await run(db, { ...params, offset: page.offset, limit: page.limit })
         const total = rows[0]?.total ?? 0
         // A page past the end has only the total row, with every item column null.
-        return { rows: rows[0]?.ord == null ? [] : strip(rows), total }
+        return { ...strip(rows[0]?.ord == null ? [] : rows), total }
       }
       const [counted] = await cached(`total:${shape}`, () => totalSql(present))(db, params)
       const total = counted?.total ?? 0
-      if (page.offset >= total) return { rows: [], total }
+      if (page.offset >= total) return { rows: [], keys: [], total }
       // Read from the nearer end: the last pages of a large set cost what the first ones do.
       const fromEnd = total - page.offset - page.limit
       const reversed = fromEnd < page.offset
       const offset = reversed ? Math.max(0, fromEnd) : page.offset
       const limit = reversed ? Math.min(page.limit, total - page.offset) : page.limit
       const run = cached(`offset:${page.sort}:${page.order}:${reversed}:${shape}`, () => offsetSql(page.sort, page.order, reversed, present))
-      const rows = strip(await run(db, { ...params, offset, limit }))
-      return { rows: reversed ? rows.reverse() : rows, total }
+      const { rows, keys } = strip(await run(db, { ...params, offset, limit }))
+      return reversed ? { rows: rows.reverse(), keys: keys.reverse(), total } : { rows, keys, total }
     }
   }
 }

@@ -1,9 +1,9 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
-import type { PRIORITY_VALUES } from '../db/schema.js'
+import { PRIORITY_VALUES } from '../db/schema.js'
 import { statement } from '../db/statement.js'
-import type { PageRequest } from '../lib/pagination.js'
+import type { PageRequest, PageResult } from '../lib/pagination.js'
 import { OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
 import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import { VersionedCache } from '../lib/version-cache.js'
@@ -37,17 +37,22 @@ export interface NewMessage {
 export const MESSAGE_SORT_FIELDS = ['id', 'createdAt', 'priority', 'subject'] as const
 export type MessageSort = typeof MESSAGE_SORT_FIELDS[number]
 type FilterName = keyof MessageFilters
+// The search term as a filter: the seek of a search page by cursor.
+type ReaderFilter = FilterName | 'term'
 
 const MESSAGE_SOURCE = sql`(messages m JOIN users u ON u.id = m.author_id)`
 
 const isBigintId = (value: string | number) => !Number.isSafeInteger(value) || Number(value) < 1
 
-const reader = createCollectionReader<MessageSort, FilterName, MessageRow>({
+const reader = createCollectionReader<MessageSort, ReaderFilter, MessageRow>({
   table: 'messages',
   from: MESSAGE_SOURCE,
   columns: MESSAGE_COLUMNS,
   sorts: { id: 'm.id', createdAt: 'm.created_at', priority: 'm.priority', subject: 'm.subject' },
+  keys: { id: 'id', createdAt: 'timestamptz', priority: { enum: 'message_priority', values: PRIORITY_VALUES }, subject: 'text' },
+  grouped: ['priority', 'subject'],
   filters: {
+    term: { condition: sql`(m.content ILIKE ${placeholder('term')}::text OR m.subject ILIKE ${placeholder('term')}::text)` },
     priority: { condition: sql`m.priority = ${placeholder('priority')}::message_priority`, key: plainKey('priority') },
     // An author id no bigint column holds matches nothing, and never reaches the database as one.
     authorId: { condition: sql`m.author_id = ${placeholder('authorId')}::bigint`, key: plainKey('author_id'), matchesNothing: isBigintId },
@@ -59,7 +64,7 @@ const reader = createCollectionReader<MessageSort, FilterName, MessageRow>({
 // sort=priority without a priority filter: the priorities' totals, in the requested order, tell which
 // priority holds the offset; inside it the order is by id, located in that priority's buckets. The
 // page may run on into the next priorities, read from their first ids.
-const priorityPage = (desc: boolean) => statement<MessageRow & { total: number, ord: number | null }>(`messages_priority_${desc ? 'desc' : 'asc'}`, sql`
+const priorityPage = (desc: boolean) => statement<MessageRow & { total: number, ord: number | null, cursor_key: string }>(`messages_priority_${desc ? 'desc' : 'asc'}`, sql`
   WITH pri AS MATERIALIZED (
     SELECT p.v, p.ord, ${countedTotalSql('messages', sql`'priority=' || p.v`)} AS n,
       sum(${countedTotalSql('messages', sql`'priority=' || p.v`)}) OVER (ORDER BY p.ord ${sql.raw(desc ? 'DESC' : 'ASC')}) AS upto
@@ -77,7 +82,7 @@ const priorityPage = (desc: boolean) => statement<MessageRow & { total: number, 
       WHERE p.ord ${sql.raw(desc ? '<=' : '>=')} (SELECT ord FROM target)) x
     ORDER BY x.ord ${sql.raw(desc ? 'DESC' : 'ASC')}, x.id OFFSET (SELECT skip FROM loc) LIMIT ${placeholder('limit')}::bigint)
   SELECT t.total, r.* FROM (SELECT ${countedTotalSql('messages', sql`''`)}::float8 AS total) t
-  LEFT JOIN LATERAL (SELECT ${MESSAGE_COLUMNS}, page.ord FROM page JOIN ${MESSAGE_SOURCE} ON m.id = page.id) r ON true
+  LEFT JOIN LATERAL (SELECT ${MESSAGE_COLUMNS}, m.priority::text AS cursor_key, page.ord FROM page JOIN ${MESSAGE_SOURCE} ON m.id = page.id) r ON true
   ORDER BY r.ord`)
 const PRIORITY_PAGE = { asc: priorityPage(false), desc: priorityPage(true) }
 
@@ -100,12 +105,14 @@ function searchIdsSql (sort: MessageSort, order: 'asc' | 'desc', present: Filter
       WHERE (s.content ILIKE ${placeholder('pattern')}::text OR s.subject ILIKE ${placeholder('pattern')}::text)${sql.join(filters, sql``)}), '{}') AS ids`
 }
 
-const rowsByIds = statement<MessageRow & { version: number, ord: number | null }>('messages_by_ids', sql`
+const rowsByIds = statement<MessageRow & { version: number, ord: number | null, created_key: string }>('messages_by_ids', sql`
   SELECT v.version, r.* FROM (SELECT ${versionSql('messages')}::float8 AS version) v
   LEFT JOIN LATERAL (
-    SELECT ${MESSAGE_COLUMNS}, p.ord FROM unnest(${placeholder('ids')}::bigint[]) WITH ORDINALITY AS p(id, ord)
+    SELECT ${MESSAGE_COLUMNS}, (extract(epoch FROM m.created_at) * 1000000)::bigint::text AS created_key, p.ord FROM unnest(${placeholder('ids')}::bigint[]) WITH ORDINALITY AS p(id, ord)
     JOIN ${MESSAGE_SOURCE} ON m.id = p.id) r ON true
   ORDER BY r.ord`)
+
+const VERSION_AS_TOTAL = { name: 'version', sql: versionSql('messages') }
 
 const byId = statement<MessageRow>('messages_by_id', sql`SELECT ${MESSAGE_COLUMNS} FROM ${MESSAGE_SOURCE} WHERE m.id = ${placeholder('id')}::bigint`)
 
@@ -137,12 +144,18 @@ const PAGE_CACHE_BYTES = 32 * 1024 * 1024
 const pageSize = (page: { rows: Message[] }) => page.rows.reduce((size, m) => size + 160 + m.content.length + (m.subject?.length ?? 0) + (m.author.name?.length ?? 0), 64)
 // The normalised request: it keys the cache and, with the versions, the page's tag (CONTRACT 12).
 const pageKey = (kind: string, filters: MessageFilters, page: PageRequest<MessageSort>, term = '') =>
-  JSON.stringify([kind, term, filters.priority, filters.authorId, filters.subject, page.sort, page.order, page.page, page.offset, page.limit])
+  JSON.stringify([kind, term, filters.priority, filters.authorId, filters.subject, page.sort, page.order, page.page, page.offset, page.limit, page.cursor, page.filters])
 
 // Single messages, remembered like pages: a message shows its author's name, so users' writes retire it too.
 const ITEM_CACHE_BYTES = 8 * 1024 * 1024
 const itemSize = (message: Message | null) => message === null ? 64 : 160 + message.content.length + (message.subject?.length ?? 0) + (message.author.name?.length ?? 0)
 const exists = (message: Message | null) => message !== null
+
+/** A search row's sort key as the collection reader renders it for cursors. */
+function searchKey (row: MessageRow & { created_key: string }, sort: MessageSort): string | null {
+  if (sort === 'id') return null
+  return sort === 'createdAt' ? row.created_key : row[sort]
+}
 
 const strip = (rows: Array<MessageRow & { ord?: number | null, total?: number, version?: number }>): Message[] =>
   rows.map(toMessage)
@@ -155,7 +168,7 @@ export interface MessagesRepositoryOptions {
 export function createMessagesRepository (db: Database, read: ReadRouter = async (run) => run(db), options: MessagesRepositoryOptions = {}) {
   const writer = createMessageWriter(db, { idempotencyTtlHours: options.idempotencyTtlHours ?? 24 })
   const searchCache = new OrderedIdCache(SEARCH_CACHE_IDS)
-  const pages = new VersionedCache<{ rows: Message[], total: number }>(['messages', 'users'], PAGE_CACHE_BYTES, pageSize)
+  const pages = new VersionedCache<PageResult<Message>>(['messages', 'users'], PAGE_CACHE_BYTES, pageSize)
   const items = new VersionedCache<Message | null>(['messages', 'users'], ITEM_CACHE_BYTES, itemSize)
   const searchStatements = new Map<string, ReturnType<typeof statement<{ version: number, ids: number[] }>>>()
   // One read of a term's ids at a time per key and database, however many requests want them.
@@ -186,22 +199,40 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
     return row === undefined ? null : toMessage(row)
   }
 
-  async function listPage (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
+  async function listPage (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message>> {
     if (page.sort === 'priority') {
       // With a priority filter, every row has the same priority: the order is by id alone.
       if (filters.priority !== undefined) page = { ...page, sort: 'id', order: 'asc' }
-      else if (filters.authorId === undefined && filters.subject === undefined) {
-        const rows = await PRIORITY_PAGE[page.order](target, { offset: page.offset, limit: page.limit })
-        return { rows: strip(rows[0]?.ord == null ? [] : rows), total: rows[0]?.total ?? 0 }
+      else if (filters.authorId === undefined && filters.subject === undefined && page.cursor === null) {
+        const found = await PRIORITY_PAGE[page.order](target, { offset: page.offset, limit: page.limit })
+        const rows = found[0]?.ord == null ? [] : found
+        return { rows: strip(rows), keys: rows.map((row) => row.cursor_key), total: found[0]?.total ?? 0 }
       }
     }
-    const { rows, total } = await reader.read(target, filters as FilterValues<FilterName>, page)
-    return { rows: rows.map(toMessage), total }
+    const { rows, ...rest } = await reader.read(target, filters as FilterValues<ReaderFilter>, page)
+    return { rows: rows.map(toMessage), ...rest }
   }
 
-  async function searchPage (target: Database, term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<{ rows: Message[], total: number }> {
-    const present = reader.present(filters as FilterValues<FilterName>)
-    if (present === null) return { rows: [], total: 0 }
+  /** A search page by number: the remembered ids at its offset, and the version they were read at. */
+  async function searchSlice (target: Database, entry: OrderedIds, page: PageRequest<MessageSort>): Promise<PageResult<Message> & { version?: number }> {
+    const ids = Array.from(entry.ids.subarray(Math.min(page.offset, entry.ids.length), Math.min(page.offset + page.limit, entry.ids.length)))
+    const rows = await rowsByIds(target, { ids })
+    const found = rows[0]?.ord == null ? [] : rows
+    return { rows: strip(found), keys: found.map((row) => searchKey(row, page.sort)), total: 0, version: rows[0]?.version }
+  }
+
+  // A search page by cursor: a seek with the match as one more filter, reading the table's version in
+  // place of the total, which the remembered ids give. Those ids cannot be cut at a position themselves:
+  // that needs every id's key, compared as the database orders them (by its collation).
+  async function searchSeek (target: Database, term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message> & { version?: number }> {
+    const { rows, total, ...rest } = await reader.read(target, { ...filters, term: likePattern(term) } as FilterValues<ReaderFilter>, page, VERSION_AS_TOTAL)
+    return { rows: rows.map(toMessage), ...rest, total: 0, version: total }
+  }
+
+  async function searchPage (target: Database, term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message>> {
+    // Without a term among the values, the term is never present.
+    const present = reader.present(filters as FilterValues<FilterName>) as FilterName[] | null
+    if (present === null) return { rows: [], keys: [], total: 0, before: false, after: false }
     const key = JSON.stringify([term, page.sort, page.order, present.map((name) => [name, filters[name]])])
     let entry = searchCache.get(key)
     for (let attempt = 1; ; attempt++) {
@@ -210,25 +241,22 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
         entry = await searchIds(target, key, term, present, filters, page)
         searchCache.set(key, entry)
       }
-      const ids = Array.from(entry.ids.subarray(Math.min(page.offset, entry.ids.length), Math.min(page.offset + page.limit, entry.ids.length)))
-      const rows = await rowsByIds(target, { ids })
+      const { version, ...result } = page.cursor === null ? await searchSlice(target, entry, page) : await searchSeek(target, term, filters, page)
       // Under a stream of writes, ids read a moment ago are served as read: the page is what the
       // table held then, as any read racing a write may be.
-      if (rows[0]?.version === entry.version || (fresh && attempt >= 3)) {
-        return { rows: strip(rows[0]?.ord == null ? [] : rows), total: entry.ids.length }
-      }
+      if (version === entry.version || (fresh && attempt >= 3)) return { ...result, total: entry.ids.length }
       searchCache.delete(key)
       entry = undefined
     }
   }
 
   return {
-    list (filters: MessageFilters, page: PageRequest<MessageSort>, conditional: Conditional): Promise<Revalidated<{ rows: Message[], total: number }>> {
+    list (filters: MessageFilters, page: PageRequest<MessageSort>, conditional: Conditional): Promise<Revalidated<PageResult<Message>>> {
       return read((target) => pages.revalidate(target, pageKey('list', filters, page), conditional, () => listPage(target, filters, page)))
     },
 
     /** Case-insensitive substring match on content and subject, then the same filters as list. */
-    search (term: string, filters: MessageFilters, page: PageRequest<MessageSort>, conditional: Conditional): Promise<Revalidated<{ rows: Message[], total: number }>> {
+    search (term: string, filters: MessageFilters, page: PageRequest<MessageSort>, conditional: Conditional): Promise<Revalidated<PageResult<Message>>> {
       return read((target) => pages.revalidate(target, pageKey('search', filters, page, term), conditional, () => searchPage(target, term, filters, page)))
     },
 

@@ -3,7 +3,7 @@ import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
 import type { MovieRow } from '../db/schema.js'
 import type { Conditional, Revalidated } from '../lib/entity-tag.js'
-import type { PageRequest } from '../lib/pagination.js'
+import type { PageRequest, PageResult } from '../lib/pagination.js'
 import { VersionedCache } from '../lib/version-cache.js'
 import { createCollectionReader, hashKey, placeholder, plainKey } from './collection.js'
 
@@ -26,6 +26,8 @@ const reader = createCollectionReader<MovieSort, keyof MovieFilters, Movie>({
   from: sql`movies m`,
   columns: sql`m.id::float8 AS id, m.title, m.year, m.rating::float8 AS rating, m.genre`,
   sorts: { id: 'm.id', title: 'm.title', year: 'm.year', rating: 'm.rating', genre: 'm.genre' },
+  keys: { id: 'id', title: 'text', year: 'integer', rating: 'numeric', genre: 'text' },
+  grouped: ['year', 'rating', 'genre'],
   filters: {
     genre: { condition: sql`m.genre = ${placeholder('genre')}::text`, key: hashKey('genre') },
     year: { condition: sql`m.year = ${placeholder('year')}::integer`, key: plainKey('year'), matchesNothing: notAnInt4 },
@@ -39,9 +41,9 @@ const PAGE_CACHE_BYTES = 4 * 1024 * 1024
 const pageSize = (page: { rows: Movie[] }) => page.rows.reduce((size, movie) => size + 96 + movie.title.length + movie.genre.length, 64)
 
 export function createMoviesRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
-  const pages = new VersionedCache<{ rows: Movie[], total: number }>(['movies'], PAGE_CACHE_BYTES, pageSize)
+  const pages = new VersionedCache<PageResult<Movie>>(['movies'], PAGE_CACHE_BYTES, pageSize)
   return {
-    list (filters: MovieFilters, page: PageRequest<MovieSort>, conditional: Conditional): Promise<Revalidated<{ rows: Movie[], total: number }>> {
+    list (filters: MovieFilters, page: PageRequest<MovieSort>, conditional: Conditional): Promise<Revalidated<PageResult<Movie>>> {
       const key = JSON.stringify([filters.genre, filters.year, filters.minRating, page])
       return read((target) => pages.revalidate(target, key, conditional, async () => reader.read(target, filters, page)))
     }

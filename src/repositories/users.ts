@@ -3,7 +3,7 @@ import type { Database } from '../db/client.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
 import type { ReadRouter } from '../db/read-router.js'
 import type { Conditional, Revalidated } from '../lib/entity-tag.js'
-import type { PageRequest } from '../lib/pagination.js'
+import type { PageRequest, PageResult } from '../lib/pagination.js'
 import { VersionedCache, VersionGate } from '../lib/version-cache.js'
 import { createCollectionReader, hashKey, isoTimestamp, placeholder } from './collection.js'
 
@@ -50,6 +50,8 @@ const reader = createCollectionReader<UserSort, 'role', UserItemRow>({
   from: sql`users m`,
   columns: sql.raw(`m.id::float8 AS id, m.subject_id, m.email, m.name, m.role, ${isoTimestamp('m.created_at')} AS created_at, ${isoTimestamp('m.updated_at')} AS updated_at`),
   sorts: { id: 'm.id', name: 'm.name', email: 'm.email', role: 'm.role', createdAt: 'm.created_at' },
+  keys: { id: 'id', name: 'text', email: 'text', role: 'text', createdAt: 'timestamptz' },
+  grouped: ['role'],
   filters: { role: { condition: sql`m.role = ${placeholder('role')}::text`, key: hashKey('role') } },
   ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'role' }
 })
@@ -68,7 +70,7 @@ const PAGE_CACHE_BYTES = 4 * 1024 * 1024
 const pageSize = (page: { rows: LocalUser[] }) => page.rows.reduce((size, user) => size + 200 + user.subjectId.length + (user.email?.length ?? 0) + (user.name?.length ?? 0), 64)
 
 export function createUsersRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
-  const pages = new VersionedCache<{ rows: LocalUser[], total: number }>(['users'], PAGE_CACHE_BYTES, pageSize)
+  const pages = new VersionedCache<PageResult<LocalUser>>(['users'], PAGE_CACHE_BYTES, pageSize)
   const gate = new VersionGate(['users'])
   return {
     /**
@@ -101,11 +103,11 @@ export function createUsersRepository (db: Database, read: ReadRouter = async (r
       return toUser(row)
     },
 
-    list (filters: UserFilters, page: PageRequest<UserSort>, conditional: Conditional): Promise<Revalidated<{ rows: LocalUser[], total: number }>> {
+    list (filters: UserFilters, page: PageRequest<UserSort>, conditional: Conditional): Promise<Revalidated<PageResult<LocalUser>>> {
       const key = JSON.stringify([filters.role, page])
       return read((target) => pages.revalidate(target, key, conditional, async () => {
-        const { rows, total } = await reader.read(target, filters, page)
-        return { rows: rows.map(fromItemRow), total }
+        const { rows, ...rest } = await reader.read(target, filters, page)
+        return { rows: rows.map(fromItemRow), ...rest }
       }))
     }
   }
