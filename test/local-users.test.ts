@@ -41,7 +41,7 @@ interface Profile { email: string | null, name: string | null, role: string }
 /** Checks a 200 local-user body against the expected profile and the row in the database; returns the body. */
 async function assertLocalUser (t: Test, app: App, response: LightMyRequestResponse, sub: string, profile: Profile): Promise<Record<string, unknown>> {
   t.equal(response.statusCode, 200, 'status 200')
-  t.equal(response.headers['cache-control'], 'no-store')
+  t.equal(response.headers['cache-control'], 'private, no-cache', 'the users routes are private and revalidated (CONTRACT 12)')
   const body = response.json()
   t.match(body, { id: Number, createdAt: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/, updatedAt: /^\d{4}-\d\d-\d\dT/ })
   t.same(body, { id: body.id, subjectId: sub, email: profile.email, name: profile.name, role: profile.role, createdAt: body.createdAt, updatedAt: body.updatedAt })
