@@ -64,6 +64,7 @@ t.test('every listed read: ETag and Cache-Control, 304 with the same tag for a m
     const tag = first.headers.etag as string
     t.match(tag, WEAK_TAG, `${read.url} has a weak ETag`)
     t.equal(first.headers['cache-control'], read.cacheControl, `${read.url} Cache-Control`)
+    t.match(first.headers['content-security-policy'], /default-src 'self'/)
 
     for (const given of [tag, tag.slice(2), `W/"nope", ${tag}`, '*']) {
       const again = await app.inject({ url: read.url, headers: { ...headers, 'if-none-match': given } })
@@ -72,6 +73,8 @@ t.test('every listed read: ETag and Cache-Control, 304 with the same tag for a m
       t.equal(again.headers.etag, tag, 'the same ETag')
       t.equal(again.headers['cache-control'], read.cacheControl)
       t.notOk(again.headers['content-type'], 'no content type without a body')
+      t.notOk(again.headers['content-security-policy'], 'the stored 200 keeps its security headers; the 304 does not repeat them')
+      t.match(again.headers['x-request-id'], /./)
     }
     const stale = await app.inject({ url: read.url, headers: { ...headers, 'if-none-match': 'W/"stale"' } })
     t.equal(stale.statusCode, 200, `${read.url}: a stale tag gets the body`)

@@ -3,6 +3,7 @@ import { brotliCompress, brotliCompressSync, constants, gzip, gzipSync } from 'n
 import negotiate from '@fastify/accept-negotiator'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { conditionalFor, type Conditional, type Revalidated } from './entity-tag.js'
+import { SECURITY_HEADER_NAMES } from './security-headers.js'
 
 // The tagged, serialized and compressed answer of a read (CONTRACT 12), made in one place. A payload
 // object the caches serve again (a remembered page, a remembered message) is serialized once with the
@@ -114,7 +115,10 @@ export function createRepresentationSender (options: RepresentationOptions) {
     const result = await read(conditionalFor(request.headers, options.scope?.(request) ?? ''))
     reply.header('etag', result.tag).header('cache-control', options.cacheControl)
     varyOn(reply, 'accept-encoding')
-    if (result.notModified) return reply.code(304).send()
+    if (result.notModified) {
+      for (const name of SECURITY_HEADER_NAMES) reply.removeHeader(name)
+      return reply.code(304).send()
+    }
     if (headersOf !== undefined) reply.headers(headersOf(result.value))
     const encoded = encodedOf(reply, result.value)
     const encoding = encoded.identity.length < COMPRESS_THRESHOLD ? 'identity' : chooseEncoding(request.headers['accept-encoding'])
