@@ -155,6 +155,8 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   // the rate limit): a preflight is answered before authentication with the security headers on it,
   // and a browser can read a 503, 401 or 429 and its Retry-After.
   await app.register(securityPlugin)
+  // Before CORS: its Vary: Origin is added to the Vary: Accept-Encoding set here.
+  await app.register(compressionPlugin)
   if (config.corsOrigins !== undefined) await app.register(corsPlugin, { origins: config.corsOrigins })
   await app.register(loadSheddingPlugin, { maxEventLoopDelayMs: config.maxEventLoopDelayMs })
   await app.register(dbPlugin, {
@@ -177,7 +179,6 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   })
 
   for (const schema of [ErrorSchema, PaginationSchema, MessageSchema, MovieSchema, UserSchema]) app.addSchema(schema)
-  await app.register(compressionPlugin)
   await app.register(swaggerPlugin, { title: 'Messages API', version: '1.0.0' })
 
   await app.register(healthRoutes)

@@ -45,7 +45,7 @@ t.test('a listed origin: preflights are answered 204 before authentication', asy
     t.equal(res.headers['content-length'], '0')
     t.same(corsHeaders(res), PREFLIGHT, 'exactly the allowed methods, headers, exposed headers and max age')
     t.notOk(res.headers['access-control-allow-credentials'], 'never credentials')
-    t.same(varyList(res), ['origin'], 'Vary: Origin')
+    t.same(varyList(res), ['accept-encoding', 'origin'], 'Vary: Origin, after the Accept-Encoding every response carries')
     t.equal(res.headers['cross-origin-resource-policy'], 'cross-origin')
     t.equal(res.headers['x-content-type-options'], 'nosniff', 'the security headers are on the preflight too')
     t.ok(res.headers['x-request-id'])
