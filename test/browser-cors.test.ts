@@ -1,32 +1,16 @@
 import { createServer, type Server } from 'node:http'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { buildApp } from '../src/app.js'
-import { buildDevIdp } from '../src/dev-idp/app.js'
-import { freePort } from '../scripts/free-port.js'
 import { chooseBrowser, launchBrowser } from './helpers/browser.js'
 import { testConfig } from './helpers/build.js'
+import { startDevIdp } from './helpers/dev-idp-server.js'
 import { freshDatabase } from './helpers/database.js'
 
 // CONTRACT 12 "Browsers" in real headless Chromium: a page on one loopback origin calls the API on
 // another, with a real RS256 token, and reads what CORS lets it read. A page on an unlisted origin cannot.
 
 const AUDIENCE = 'backend-3-messages'
-
-async function startIdp (t: Test): Promise<string> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'dev-idp-'))
-  const issuer = `http://127.0.0.1:${await freePort()}`
-  const idp = await buildDevIdp({ issuer, audience: AUDIENCE, dataDir })
-  await idp.listen({ host: '127.0.0.1', port: Number(new URL(issuer).port) })
-  t.teardown(async () => {
-    await idp.close()
-    await rm(dataDir, { recursive: true, force: true })
-  })
-  return issuer
-}
 
 /** A web client's origin: an empty page on its own loopback port. */
 async function startPageOrigin (t: Test): Promise<string> {
@@ -59,7 +43,7 @@ async function pageFetch (page: Page, url: string, init: { method?: string, head
 }
 
 t.test('a web client on another origin calls the API from Chromium', async (t) => {
-  const issuer = await startIdp(t)
+  const issuer = await startDevIdp(t, AUDIENCE)
   const allowed = await startPageOrigin(t)
   const unlisted = await startPageOrigin(t)
   const database = await freshDatabase()

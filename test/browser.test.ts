@@ -1,13 +1,10 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { mkdir } from 'node:fs/promises'
 import type { Locator, Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { buildApp } from '../src/app.js'
-import { buildDevIdp } from '../src/dev-idp/app.js'
 import { chooseBrowser, launchBrowser } from './helpers/browser.js'
 import { testConfig } from './helpers/build.js'
-import { freePort } from '../scripts/free-port.js'
+import { startDevIdp } from './helpers/dev-idp-server.js'
 import { freshDatabase } from './helpers/database.js'
 
 // Swagger UI in real headless Chromium (Debian's, or the one inside an npm package; never
@@ -19,19 +16,6 @@ const EMAIL = 'alice@example.com'
 
 interface Operation { security?: unknown }
 interface Document { paths: Record<string, Record<string, Operation>> }
-
-/** The identity provider must know its own address (the iss claim) before it listens. */
-async function startIdp (t: Test): Promise<string> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'dev-idp-'))
-  const issuer = `http://127.0.0.1:${await freePort()}`
-  const idp = await buildDevIdp({ issuer, audience: AUDIENCE, dataDir })
-  await idp.listen({ host: '127.0.0.1', port: Number(new URL(issuer).port) })
-  t.teardown(async () => {
-    await idp.close()
-    await rm(dataDir, { recursive: true, force: true })
-  })
-  return issuer
-}
 
 async function startApi (t: Test, issuer: string): Promise<string> {
   const database = await freshDatabase()
@@ -69,7 +53,7 @@ async function tryItOut (page: Page, method: string, path: string): Promise<Loca
 t.test('Swagger UI in headless Chromium', async (t) => {
   await mkdir(ARTIFACTS, { recursive: true })
 
-  const issuer = await startIdp(t)
+  const issuer = await startDevIdp(t, AUDIENCE)
   const api = await startApi(t, issuer)
   const token = await mintToken(issuer, 'Admin')
 
