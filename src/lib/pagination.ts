@@ -15,7 +15,9 @@ export const MAX_LIMIT = 100
 
 export type SortOrder = 'asc' | 'desc'
 
-export const MAX_CURSOR_LENGTH = 2048
+// Above any URL Node accepts (its 16 KiB header limit includes the request line): every cursor that
+// arrives is read by decodeCursor, so a malformed one is always `Invalid cursor`, never a schema error.
+export const MAX_CURSOR_LENGTH = 16 * 1024
 
 /**
  * A place in a collection's order (CONTRACT 12): the sort key as PostgreSQL renders it to text (null for

@@ -49,19 +49,6 @@ export function chooseEncoding (acceptEncoding: string | undefined): Encoding {
   return negotiate(acceptEncoding.toLowerCase().replace(/x-gzip/g, 'gzip'), [...ENCODINGS]) ?? 'identity'
 }
 
-/** Adds `field` to the response's Vary, keeping what other plugins put there (CORS: Origin). */
-export function varyOn (reply: FastifyReply, field: string): void {
-  const current = reply.getHeader('vary')
-  if (current === undefined) {
-    reply.header('vary', field)
-    return
-  }
-  const value = Array.isArray(current) ? current.join(', ') : String(current)
-  if (!value.toLowerCase().split(',').some((entry) => entry.trim() === field.toLowerCase() || entry.trim() === '*')) {
-    reply.header('vary', `${value}, ${field}`)
-  }
-}
-
 interface Encoded {
   identity: Buffer
   br?: Buffer | Promise<Buffer>
@@ -114,7 +101,6 @@ export function createRepresentationSender (options: RepresentationOptions) {
     headersOf?: (value: T) => Record<string, string>): Promise<FastifyReply> {
     const result = await read(conditionalFor(request.headers, options.scope?.(request) ?? ''))
     reply.header('etag', result.tag).header('cache-control', options.cacheControl)
-    varyOn(reply, 'accept-encoding')
     if (result.notModified) {
       for (const name of SECURITY_HEADER_NAMES) reply.removeHeader(name)
       return reply.code(304).send()

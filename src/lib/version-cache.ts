@@ -74,10 +74,6 @@ export class VersionGate {
     this.#versions = versionReader(tables)
   }
 
-  versions (db: Database): Promise<Versions> {
-    return this.#versions(db)
-  }
-
   /**
    * `compute` gets the versions the answer is tagged with, and runs after they were read, so a body
    * is never older than its tag. `exists` tells, for `If-None-Match: *`, whether the value is a current
@@ -112,14 +108,10 @@ export class VersionedCache<T> {
     this.#sizeOf = sizeOf
   }
 
-  /** The value for `key` as the database now holds it: remembered, or computed and remembered. */
-  async read (db: Database, key: string, compute: () => Promise<T>): Promise<T> {
-    return this.#lookup(key, await this.#gate.versions(db), compute)
-  }
-
   /**
-   * Like `read`, tagged (CONTRACT 12): the tag comes from the versions this read is answered at and
-   * the key, and when the client's copy carries it, nothing but the versions is read.
+   * The value for `key` as the database now holds it, remembered or computed and remembered, and
+   * tagged (CONTRACT 12) from the versions it is answered at and the key: when the client's copy
+   * carries the tag, nothing but the versions is read.
    */
   revalidate (db: Database, key: string, conditional: Conditional, compute: () => Promise<T>, exists?: (value: T) => boolean): Promise<Revalidated<T>> {
     return this.#gate.revalidate(db, key, conditional, async (versions) => this.#lookup(key, versions, compute), exists)

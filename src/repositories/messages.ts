@@ -141,14 +141,15 @@ export function likePattern (term: string): string {
 
 // Pages of the list and of search, remembered until any write to messages or users (authors' names).
 const PAGE_CACHE_BYTES = 32 * 1024 * 1024
-const pageSize = (page: { rows: Message[] }) => page.rows.reduce((size, m) => size + 160 + m.content.length + (m.subject?.length ?? 0) + (m.author.name?.length ?? 0), 64)
+const messageSize = (m: Message) => 160 + m.content.length + (m.subject?.length ?? 0) + (m.author.name?.length ?? 0)
+const pageSize = (page: { rows: Message[] }) => page.rows.reduce((size, m) => size + messageSize(m), 64)
 // The normalised request: it keys the cache and, with the versions, the page's tag (CONTRACT 12).
 const pageKey = (kind: string, filters: MessageFilters, page: PageRequest<MessageSort>, term = '') =>
   JSON.stringify([kind, term, filters.priority, filters.authorId, filters.subject, page.sort, page.order, page.page, page.offset, page.limit, page.cursor, page.filters])
 
 // Single messages, remembered like pages: a message shows its author's name, so users' writes retire it too.
 const ITEM_CACHE_BYTES = 8 * 1024 * 1024
-const itemSize = (message: Message | null) => message === null ? 64 : 160 + message.content.length + (message.subject?.length ?? 0) + (message.author.name?.length ?? 0)
+const itemSize = (message: Message | null) => message === null ? 64 : messageSize(message)
 const exists = (message: Message | null) => message !== null
 
 /** A search row's sort key as the collection reader renders it for cursors. */
@@ -263,10 +264,6 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
     /** One message, or null; unread when the client's copy is current. */
     getById (id: number, conditional: Conditional): Promise<Revalidated<Message | null>> {
       return read((target) => items.revalidate(target, String(id), conditional, async () => findOn(target, id), exists))
-    },
-
-    findById (id: number): Promise<Message | null> {
-      return read((target) => findOn(target, id))
     },
 
     /** Inserts as the local user of `subjectId`; null when that user does not exist yet. */
