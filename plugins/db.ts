@@ -4,6 +4,7 @@ import fp from 'fastify-plugin'
 import { createDb, createReplica, type Database, type DbOptions } from '../src/db/client.js'
 import { createReadRouter, type ReadRouter } from '../src/db/read-router.js'
 import { createIdempotencyRepository, type IdempotencyRepository } from '../src/repositories/idempotency.js'
+import { createMessageChangesRepository, type MessageChangesRepository } from '../src/repositories/message-changes.js'
 import { createMessagesRepository, type MessagesRepository } from '../src/repositories/messages.js'
 import { createMoviesRepository, type MoviesRepository } from '../src/repositories/movies.js'
 import { createUsersRepository, type UsersRepository } from '../src/repositories/users.js'
@@ -17,6 +18,8 @@ declare module 'fastify' {
     moviesRepository: MoviesRepository
     usersRepository: UsersRepository
     idempotencyRepository: IdempotencyRepository
+    /** Delta sync (CONTRACT 12): GET /v2/messages/changes. */
+    messageChanges: MessageChangesRepository
     /** Resolves when the database answers a trivial query. */
     pingDatabase: () => Promise<void>
   }
@@ -24,6 +27,7 @@ declare module 'fastify' {
 
 const COMPACT_EVERY_MS = 30_000
 const PRUNE_KEYS_EVERY_MS = 60_000
+const PRUNE_CHANGES_EVERY_MS = 60_000
 
 export interface DbPluginOptions extends DbOptions {
   /** Apply pending migrations before the app accepts requests (default true). */
@@ -32,6 +36,8 @@ export interface DbPluginOptions extends DbOptions {
   readUrls?: readonly string[]
   /** IDEMPOTENCY_TTL_HOURS (default 24). */
   idempotencyTtlHours?: number
+  /** SYNC_RETENTION_HOURS (default 720). */
+  syncRetentionHours?: number
 }
 
 export default fp<DbPluginOptions>(async function db (app, opts) {
@@ -75,6 +81,14 @@ export default fp<DbPluginOptions>(async function db (app, opts) {
     idempotency.prune().catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'idempotency key pruning failed'))
   }, PRUNE_KEYS_EVERY_MS).unref()
   app.addHook('onClose', async () => { clearInterval(pruning) })
+
+  // The change log keeps SYNC_RETENTION_HOURS; older entries (and the tokens that need them) expire.
+  const messageChanges = createMessageChangesRepository(handle.db, read, { retentionHours: opts.syncRetentionHours ?? 720 })
+  const pruningChanges = setInterval(() => {
+    messageChanges.prune().catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'change log pruning failed'))
+  }, PRUNE_CHANGES_EVERY_MS).unref()
+  app.addHook('onClose', async () => { clearInterval(pruningChanges) })
+  app.decorate('messageChanges', messageChanges)
 
   app.decorate('messagesRepository', createMessagesRepository(handle.db, read, { idempotencyTtlHours }))
   app.decorate('idempotencyRepository', idempotency)

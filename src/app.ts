@@ -26,7 +26,7 @@ import weatherRoutes from '../routes/weather/index.js'
 import type { AppConfig } from './config.js'
 import { PaginationSchema } from './lib/pagination.js'
 import { ErrorSchema } from './schemas/common.js'
-import { MessageSchema } from './schemas/messages.js'
+import { MessageChangesSchema, MessageSchema } from './schemas/messages.js'
 import { MovieSchema } from './schemas/movies.js'
 import { UserSchema } from './schemas/users.js'
 
@@ -165,7 +165,8 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
     readUrls: config.databaseReadUrls,
-    idempotencyTtlHours: config.idempotencyTtlHours
+    idempotencyTtlHours: config.idempotencyTtlHours,
+    syncRetentionHours: config.syncRetentionHours
   })
   await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true })
   await app.register(rolesPlugin)
@@ -178,7 +179,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     poolSize: config.databasePoolSize
   })
 
-  for (const schema of [ErrorSchema, PaginationSchema, MessageSchema, MovieSchema, UserSchema]) app.addSchema(schema)
+  for (const schema of [ErrorSchema, PaginationSchema, MessageSchema, MessageChangesSchema, MovieSchema, UserSchema]) app.addSchema(schema)
   await app.register(swaggerPlugin, { title: 'Messages API', version: '1.0.0' })
 
   await app.register(healthRoutes)

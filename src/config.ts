@@ -26,7 +26,8 @@ const EnvSchema = Type.Object({
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000 }),
   SHUTDOWN_GRACE_MS: Type.Integer({ minimum: 0, default: 10000 }),
   CORS_ORIGINS: Type.Optional(Type.String({ minLength: 1 })),
-  IDEMPOTENCY_TTL_HOURS: Type.Integer({ minimum: 1, maximum: 8760, default: 24 })
+  IDEMPOTENCY_TTL_HOURS: Type.Integer({ minimum: 1, maximum: 8760, default: 24 }),
+  SYNC_RETENTION_HOURS: Type.Number({ exclusiveMinimum: 0, maximum: 87600, default: 720 })
 })
 
 type Env = Static<typeof EnvSchema>
@@ -64,6 +65,8 @@ export interface AppConfig {
   corsOrigins: '*' | string[] | undefined
   /** How long an Idempotency-Key and its stored 201 are kept (CONTRACT 12). */
   idempotencyTtlHours: number
+  /** How long the delta-sync change log keeps a change, and a sync token stays valid (CONTRACT 12). */
+  syncRetentionHours: number
 }
 
 export class ConfigError extends Error {
@@ -87,7 +90,8 @@ const MESSAGES: Record<string, string> = {
   MAX_EVENT_LOOP_DELAY_MS: 'must be a non-negative integer (milliseconds)',
   SHUTDOWN_GRACE_MS: 'must be a non-negative integer (milliseconds)',
   CORS_ORIGINS: 'must be * or a comma-separated list of http(s) origins without a path, such as https://app.example.com',
-  IDEMPOTENCY_TTL_HOURS: 'must be an integer from 1 to 8760 (hours)'
+  IDEMPOTENCY_TTL_HOURS: 'must be an integer from 1 to 8760 (hours)',
+  SYNC_RETENTION_HOURS: 'must be a number of hours above 0 and at most 87600'
 }
 
 // An address, an address/prefix, or one of proxy-addr's names for the private ranges.
@@ -189,6 +193,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     maxEventLoopDelayMs: e.MAX_EVENT_LOOP_DELAY_MS,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     corsOrigins,
-    idempotencyTtlHours: e.IDEMPOTENCY_TTL_HOURS
+    idempotencyTtlHours: e.IDEMPOTENCY_TTL_HOURS,
+    syncRetentionHours: e.SYNC_RETENTION_HOURS
   })
 }

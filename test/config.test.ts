@@ -43,7 +43,8 @@ t.test('CONTRACT 2: the defaults', async (t) => {
     maxEventLoopDelayMs: 1000,
     shutdownGraceMs: 10000,
     corsOrigins: undefined,
-    idempotencyTtlHours: 24
+    idempotencyTtlHours: 24,
+    syncRetentionHours: 720
   }, 'an empty environment gives every default')
   t.ok(Object.isFrozen(loadConfig({})), 'the config is frozen')
   t.same(loadConfig({ PORT: '', AUTH_ISSUER: '', LOG_LEVEL: '' }), loadConfig({}), 'empty values count as unset')
@@ -61,7 +62,8 @@ t.test('values are converted and kept', async (t) => {
     LOG_LEVEL: 'debug',
     RATE_LIMIT_MAX: '0',
     REDIS_URL: 'redis://cache:6379',
-    IDEMPOTENCY_TTL_HOURS: '48'
+    IDEMPOTENCY_TTL_HOURS: '48',
+    SYNC_RETENTION_HOURS: '0.5'
   })
   t.match(config, {
     port: 8080,
@@ -76,7 +78,8 @@ t.test('values are converted and kept', async (t) => {
     logLevel: 'debug',
     rateLimitMax: 0,
     redisUrl: 'redis://cache:6379',
-    idempotencyTtlHours: 48
+    idempotencyTtlHours: 48,
+    syncRetentionHours: 0.5
   }, 'every variable lands, converted to its type')
   t.equal(loadConfig({ DATABASE_URL: 'memory://' }).databaseUrl, 'memory://', 'memory:// is accepted')
   t.equal(loadConfig({ DATABASE_URL: 'postgresql://u@db/app' }).databaseUrl, 'postgresql://u@db/app', 'postgresql:// is accepted')
@@ -117,6 +120,8 @@ t.test('invalid values: one line naming the variable', async (t) => {
       .map((value): [string, Record<string, string>, string] => [`CORS_ORIGINS=${value}`, { CORS_ORIGINS: value }, 'CORS_ORIGINS']),
     ['IDEMPOTENCY_TTL_HOURS=0', { IDEMPOTENCY_TTL_HOURS: '0' }, 'IDEMPOTENCY_TTL_HOURS'],
     ['IDEMPOTENCY_TTL_HOURS=1.5', { IDEMPOTENCY_TTL_HOURS: '1.5' }, 'IDEMPOTENCY_TTL_HOURS'],
+    ['SYNC_RETENTION_HOURS=0', { SYNC_RETENTION_HOURS: '0' }, 'SYNC_RETENTION_HOURS'],
+    ['SYNC_RETENTION_HOURS=soon', { SYNC_RETENTION_HOURS: 'soon' }, 'SYNC_RETENTION_HOURS'],
     ['NODE_ENV=production without AUTH_ISSUER', { NODE_ENV: 'production' }, 'AUTH_ISSUER']
   ]
   for (const [name, env, variable] of cases) {

@@ -151,6 +151,72 @@ t.test('reads from a streaming replica, writes to the primary, and a dead replic
     }
   })
 
+  await t.test('delta sync reads the replica and is exact for its snapshot, even when transactions commit out of order', async (t) => {
+    // The client's copy, kept the way an offline app keeps it.
+    const copy = new Map<number, unknown>()
+    let next: string | undefined
+    const sync = async (): Promise<Array<{ op: string, id: number }>> => {
+      const seen: Array<{ op: string, id: number }> = []
+      for (;;) {
+        const res = await app.inject({ url: `/v2/messages/changes?limit=50${next === undefined ? '' : `&since=${next}`}` })
+        t.equal(res.statusCode, 200)
+        const body = res.json<{ data: Array<{ op: string, id: number, message?: unknown }>, next: string, hasMore: boolean }>()
+        for (const entry of body.data) {
+          if (entry.op === 'upsert') copy.set(entry.id, entry.message)
+          else copy.delete(entry.id)
+          seen.push({ op: entry.op, id: entry.id })
+        }
+        next = body.next
+        if (!body.hasMore) return seen
+      }
+    }
+    const assertCopyIsThePrimary = async (label: string) => {
+      await waitForReplay(primaryUrl, replicaUrl)
+      await sync()
+      const rows = await primary`select id::float8 as id, content from messages order by id` as unknown as Array<{ id: number, content: string }>
+      t.same([...copy.keys()].sort((a, b) => a - b), rows.map((r) => r.id), `${label}: the same ids as the primary`)
+      t.same(rows.map((r) => (copy.get(r.id) as { content: string }).content), rows.map((r) => r.content), `${label}: the same content`)
+    }
+
+    await assertCopyIsThePrimary('initial copy')
+
+    await pauseReplay(replica)
+    const created = await post(app, 'written while the feed reads a paused replica')
+    await primary`update messages set content = 'edited on the primary' where id = (select min(id) from messages)`
+    t.same(await sync(), [], 'the paused replica has not seen them: the feed is the replica\'s')
+    await replica`select pg_wal_replay_resume()`
+    await waitForReplay(primaryUrl, replicaUrl)
+    t.ok((await sync()).some((e) => e.op === 'upsert' && e.id === created), 'once replayed, the feed brings them')
+    await assertCopyIsThePrimary('after the pause')
+
+    // T1 begins and writes first, T2 begins after it and commits first. The replica knows T1 is still
+    // running, so the feed waits for it rather than passing its position.
+    const t1 = postgres(primaryUrl, { max: 1, onnotice: () => {} })
+    const t2 = postgres(primaryUrl, { max: 1, onnotice: () => {} })
+    t.teardown(() => Promise.all([t1.end(), t2.end()]))
+    const [{ userId }] = await primary`select id as "userId" from users where subject_id = 'alice'` as unknown as [{ userId: number }]
+    let releaseT1: () => void = () => {}
+    const t1Done = t1.begin(async (tx) => {
+      await tx`insert into messages (content, author_id) values ('T1, begun first, committed last', ${userId})`
+      await new Promise<void>((resolve) => { releaseT1 = resolve })
+    })
+    // T1 has written and waits, open.
+    while ((await admin`select count(*)::int as n from pg_stat_activity where datname = ${DATABASE} and state = 'idle in transaction'` as unknown as [{ n: number }])[0].n === 0) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    await t2.begin(async (tx) => {
+      await tx`insert into messages (content, author_id) values ('T2, begun last, committed first', ${userId})`
+      await tx`delete from messages where id = ${created}`
+    })
+    await waitForReplay(primaryUrl, replicaUrl)
+    for (let i = 0; i < 5; i++) await sync()
+    releaseT1()
+    await t1Done
+    await assertCopyIsThePrimary('after T2 then T1 committed')
+    t.notOk(copy.has(created), 'the delete T2 made is applied')
+    t.ok([...copy.values()].some((m) => (m as { content: string }).content === 'T1, begun first, committed last'), 'T1\'s message arrived after all')
+  })
+
   await t.test('a step the replica cannot perform, such as a write inside a read, runs on the primary', async (t) => {
     const servedBy = await app.readDb(async (db) => {
       await db.execute(sql`create temporary table scratch (n int)`)

@@ -6,18 +6,18 @@ import { ForbiddenError, IdempotencyKeyInProgressError, MissingQueryError, NotFo
 import { found } from '../../src/lib/entity-tag.js'
 import { parseIdempotencyKey, requestFingerprint } from '../../src/lib/idempotency-key.js'
 import { pageLinks } from '../../src/lib/links.js'
-import { pageSchema, readPage } from '../../src/lib/pagination.js'
+import { clampLimit, pageSchema, readPage } from '../../src/lib/pagination.js'
 import { createRepresentationSender, sendJson } from '../../src/lib/representation.js'
 import { messageLocation } from '../../src/repositories/message-row.js'
 import { MESSAGE_SORT_FIELDS, type NewMessage } from '../../src/repositories/messages.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import {
-  CreateMessageBody, createdMessageResponse, IdempotencyKeyHeaders, keyInProgressResponse, keyReusedResponse, MessageListQuery,
-  MessageSchema, MessageSearchQuery
+  CreateMessageBody, createdMessageResponse, IdempotencyKeyHeaders, keyInProgressResponse, keyReusedResponse, MessageChangesQuery,
+  MessageChangesSchema, MessageListQuery, MessageSchema, MessageSearchQuery, SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT
 } from '../../src/schemas/messages.js'
 
 const messages: FastifyPluginAsyncTypebox = async function (app) {
-  const { messagesRepository, idempotencyRepository } = app
+  const { messagesRepository, idempotencyRepository, messageChanges } = app
   const MessageRef = Ref(MessageSchema)
   // Tagged public reads (CONTRACT 12). Cached pages and messages come back as the same objects: each
   // is serialized once per route and compressed once per encoding.
@@ -51,6 +51,23 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     if (term === undefined || term.trim() === '') throw new MissingQueryError('q')
     return sendSearch(request, reply, (conditional) => readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page, conditional)),
       (page) => ({ link: pageLinks(request.url, page) }))
+  })
+
+  // CONTRACT 12, delta sync: what changed since the client's token, whoever wrote it.
+  app.get('/changes', {
+    schema: {
+      tags: ['messages'],
+      summary: 'Changes since a sync token (public): a copy of every message first, then creations, changes and deletions',
+      description: 'Call without `since` to start: every message comes as an `upsert`, in id order, over as many calls as it takes. ' +
+        'Apply each answer (upsert and delete by id) and call again with `next` while `hasMore` is true; when it is false, ' +
+        'keep `next` and poll with it later. On 410, drop the copy and start again without `since`.',
+      querystring: MessageChangesQuery,
+      response: { 200: Ref(MessageChangesSchema), 400: ErrorRef, 410: ErrorRef, 500: ErrorRef }
+    }
+  }, async function (request, reply) {
+    const { since, limit } = request.query
+    const body = await messageChanges.read(since, clampLimit(limit, SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT))
+    return sendJson(reply.header('cache-control', 'no-store'), body)
   })
 
   app.get('/:id', {

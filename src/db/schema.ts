@@ -1,4 +1,4 @@
-import { bigint, index, integer, numeric, pgEnum, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
+import { bigint, boolean, customType, index, integer, numeric, pgEnum, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
 
 export const ROLE_VALUES = ['User', 'Moderator', 'Admin', 'SuperAdmin', 'Owner'] as const
 export const PRIORITY_VALUES = ['low', 'normal', 'high', 'urgent'] as const
@@ -91,6 +91,35 @@ export const idempotencyKeys = pgTable('idempotency_keys', {
   primaryKey({ columns: [t.subjectId, t.key] }),
   index('idempotency_keys_created_at_idx').on(t.createdAt)
 ])
+
+// CONTRACT 12, delta sync (drizzle/0010). A 64-bit transaction id, which never wraps; read and written
+// as its decimal text, since it may exceed Number.MAX_SAFE_INTEGER.
+const xid8 = customType<{ data: string }>({ dataType: () => 'xid8' })
+
+// The change log: which messages a transaction wrote (inserted, updated or deleted), one row per
+// message and transaction, recorded by statement triggers whoever writes. Content is not copied: the
+// feed reads the row as it is when it answers.
+export const messageChanges = pgTable('message_changes', {
+  xid: xid8('xid').notNull(),
+  id: bigint('id', { mode: 'number' }).notNull()
+}, (t) => [
+  primaryKey({ columns: [t.xid, t.id] })
+])
+
+// One row: the feed's `epoch` grows with every TRUNCATE of messages, and `horizon` is the transaction
+// id below which the log has been pruned. A token from another epoch, or from below the horizon, is 410.
+export const syncState = pgTable('sync_state', {
+  only: boolean('only').primaryKey().default(true),
+  epoch: bigint('epoch', { mode: 'number' }).notNull().default(1),
+  horizon: xid8('horizon').notNull().default('0')
+})
+
+// What the oldest running transaction was, now and then: pruning finds here the horizon that was
+// current SYNC_RETENTION_HOURS ago, and deletes the log below it.
+export const syncMarks = pgTable('sync_marks', {
+  at: timestamp('at', { withTimezone: true, mode: 'date' }).primaryKey(),
+  oldest: xid8('oldest').notNull()
+})
 
 export type UserRow = typeof users.$inferSelect
 export type MessageRow = typeof messages.$inferSelect

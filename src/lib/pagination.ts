@@ -124,6 +124,11 @@ function toInteger (value: string | undefined, fallback: number): number {
   return Number.isFinite(n) ? n : fallback
 }
 
+/** SPEC 4.9's `limit`: clamped into 1..max; missing or not a number gives the default. */
+export function clampLimit (value: string | undefined, fallback: number, max: number): number {
+  return Math.min(max, Math.max(1, toInteger(value, fallback)))
+}
+
 const PAGINATION_KEYS = new Set(['page', 'limit', 'sort', 'order', 'after', 'before'])
 
 /**
@@ -184,7 +189,7 @@ export function parsePageRequest<S extends string> (
   filters = filterDigest(query)
 ): PageRequest<S> {
   const page = Math.max(DEFAULT_PAGE, toInteger(query.page, DEFAULT_PAGE))
-  const limit = Math.min(MAX_LIMIT, Math.max(1, toInteger(query.limit, DEFAULT_LIMIT)))
+  const limit = clampLimit(query.limit, DEFAULT_LIMIT, MAX_LIMIT)
   const sort = (sortFields as readonly string[]).includes(query.sort ?? '') ? query.sort as S : 'id' as S
   const order: SortOrder = query.order === 'desc' ? 'desc' : 'asc'
   // A huge page is an empty page, never an out-of-range OFFSET (CONTRACT 10).

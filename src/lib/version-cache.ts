@@ -3,12 +3,12 @@ import type { Database } from '../db/client.js'
 import { statement, type Statement } from '../db/statement.js'
 import { versionSql } from '../repositories/collection.js'
 import { entityTag, ifNoneMatch, type Conditional, type Revalidated } from './entity-tag.js'
+import { sharedRead } from './shared-read.js'
 
 // Collection reads are remembered with the versions of the tables they read (drizzle/0006: every
 // row any statement writes, from any client, grows its table's version). Each request reads the
 // current versions first; an entry is served only when they are unchanged, so a write is visible to
-// the next read. Version reads are shared: every request that arrives while one is running waits for
-// the next one, which starts after they arrived and so sees every write committed before them.
+// the next read. Version reads are shared (sharedRead), so they stay one query per round trip.
 
 export type Versions = string
 
@@ -32,35 +32,11 @@ export function versionReader (tables: readonly string[]): VersionReader {
   const name = tables.join(',')
   let reader = readers.get(name)
   if (reader === undefined) {
-    reader = createVersionReader(versionsStatement(tables))
+    const readVersions = versionsStatement(tables)
+    reader = sharedRead(async (db) => (await readVersions(db, {}))[0]?.versions ?? '')
     readers.set(name, reader)
   }
   return reader
-}
-
-function createVersionReader (readVersions: Statement<{ versions: string }>): VersionReader {
-  const running = new WeakMap<Database, Promise<Versions>>()
-  const queued = new WeakMap<Database, Promise<Versions>>()
-
-  return function versions (db: Database): Promise<Versions> {
-    const current = running.get(db)
-    if (current === undefined) {
-      const read = readVersions(db, {}).then(([row]) => row?.versions ?? '')
-      running.set(db, read)
-      const done = () => { if (running.get(db) === read) running.delete(db) }
-      read.then(done, done)
-      return read
-    }
-    let next = queued.get(db)
-    if (next === undefined) {
-      next = current.then(() => undefined, () => undefined).then(() => {
-        queued.delete(db)
-        return versions(db)
-      })
-      queued.set(db, next)
-    }
-    return next
-  }
 }
 
 /**

@@ -30,6 +30,9 @@ export const MESSAGE_COLUMNS = sql`m.id::float8 AS id, m.content, m.subject, m.p
   m.author_id::float8 AS author_id, u.name AS author_name,
   ${sql.raw(isoTimestamp('m.created_at'))} AS created_at`
 
+/** Every message with its author, as MESSAGE_COLUMNS reads them. */
+export const MESSAGE_SOURCE = sql`(messages m JOIN users u ON u.id = m.author_id)`
+
 /** Where a message is found: the `Location` of its 201. */
 export const MESSAGES_PATH = '/v2/messages'
 export const messageLocation = (id: number): string => `${MESSAGES_PATH}/${id}`

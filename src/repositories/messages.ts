@@ -9,7 +9,7 @@ import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import { VersionedCache } from '../lib/version-cache.js'
 import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type FilterValues } from './collection.js'
 import { createMessageWriter, type IdempotentWrite, type KeyedOutcome } from './message-writer.js'
-import { MESSAGE_COLUMNS, toMessage, type MessageRow } from './message-row.js'
+import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './message-row.js'
 
 export type Priority = typeof PRIORITY_VALUES[number]
 
@@ -39,8 +39,6 @@ export type MessageSort = typeof MESSAGE_SORT_FIELDS[number]
 type FilterName = keyof MessageFilters
 // The search term as a filter: the seek of a search page by cursor.
 type ReaderFilter = FilterName | 'term'
-
-const MESSAGE_SOURCE = sql`(messages m JOIN users u ON u.id = m.author_id)`
 
 const isBigintId = (value: string | number) => !Number.isSafeInteger(value) || Number(value) < 1
 

@@ -2,7 +2,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { PRIORITY_VALUES } from '../db/schema.js'
 import { MESSAGE_SORT_FIELDS } from '../repositories/messages.js'
 import { collectionQuery } from '../lib/pagination.js'
-import { DbText, StringEnum, Timestamp } from './common.js'
+import { DbText, Ref, StringEnum, Timestamp } from './common.js'
 
 export const Priority = StringEnum(PRIORITY_VALUES, { description: 'Defaults to normal', examples: ['normal'] })
 
@@ -77,3 +77,48 @@ export const MessageSearchQuery = collectionQuery(MESSAGE_SORT_FIELDS, {
   ...MessageFilters
 })
 export type MessageSearchQuery = Static<typeof MessageSearchQuery>
+
+// CONTRACT 12, delta sync.
+export const SYNC_DEFAULT_LIMIT = 100
+export const SYNC_MAX_LIMIT = 1000
+
+export const MessageChangesQuery = Type.Object({
+  since: Type.Optional(Type.String({
+    description: 'The `next` of the previous answer. Without it the feed starts with a copy of every message. ' +
+      'A token older than SYNC_RETENTION_HOURS (default 720), or issued before the messages were truncated, is 410: start again without it.',
+    examples: ['MS5jLjEuNzQ0LjAuMTc5NTQ3NTI2NTM3MQ']
+  })),
+  limit: Type.Optional(Type.String({
+    description: `Entries per answer, clamped into 1..${SYNC_MAX_LIMIT}. Missing or invalid: ${SYNC_DEFAULT_LIMIT}.`,
+    examples: [String(SYNC_DEFAULT_LIMIT)]
+  }))
+})
+export type MessageChangesQuery = Static<typeof MessageChangesQuery>
+
+const Upsert = Type.Object({
+  op: Type.Literal('upsert'),
+  id: Type.Integer({ examples: [12] }),
+  message: Ref(MessageSchema)
+}, { title: 'MessageUpsert', description: 'Created or changed: store or replace it' })
+
+const Delete = Type.Object({
+  op: Type.Literal('delete'),
+  id: Type.Integer({ examples: [7] })
+}, { title: 'MessageDelete', description: 'Deleted: drop it if held (it may be an id never sent)' })
+
+export const MessageChangesSchema = Type.Object({
+  data: Type.Array(Type.Union([Upsert, Delete]), { description: 'Apply in order: each id appears at most once in an answer' }),
+  next: Type.String({ description: 'Pass as `since` on the next call' }),
+  hasMore: Type.Boolean({ description: 'True: call again at once with `next`. False: caught up; poll again later with `next`' })
+}, {
+  $id: 'MessageChanges',
+  title: 'MessageChanges',
+  examples: [{
+    data: [
+      { op: 'upsert', id: 12, message: { id: 12, content: 'The deploy is done.', subject: 'Release 2.4', priority: 'high', author: { id: 7, name: 'Alice' }, createdAt: '2026-01-01T12:00:00.000Z' } },
+      { op: 'delete', id: 7 }
+    ],
+    next: 'MS5jLjEuNzQ0LjAuMTc5NTQ3NTI2NTM3MQ',
+    hasMore: false
+  }]
+})
