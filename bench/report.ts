@@ -32,6 +32,39 @@ export interface Machine {
   os: string
 }
 
+/** Delta sync (CONTRACT 12): one client following GET /v2/messages/changes, call after call, on the service. */
+export interface SyncReport {
+  /** The full initial sync: from no `since` until an answer says hasMore=false. */
+  initial?: {
+    limit: number
+    /** Entries received (every one an upsert on a database nobody writes to meanwhile). */
+    messages: number
+    calls: number
+    seconds: number
+    messagesPerSecond: number
+    /** Peak resident set size of the service during the walk, in MB. */
+    peakRssMb: number
+    /** The messages per second it must reach. */
+    target: number
+  }
+  /** The API writes made before the catch-up, untimed there. */
+  writes?: { count: number, seconds: number }
+  /** Catching up after the writes, from one caught-up token, for each limit. */
+  catchUp: Array<{
+    limit: number
+    entries: number
+    calls: number
+    /** The first walk from the token, as a client sees it. */
+    firstMs: number
+    /** The median of `runs` walks from the same token. */
+    medianMs: number
+    runs: number
+    /** Created ids that did not come as an upsert by the answer that said hasMore=false (first walk). */
+    missing: number
+  }>
+  problems: string[]
+}
+
 export interface BenchReport {
   date: string
   machine: Machine
@@ -40,6 +73,7 @@ export interface BenchReport {
   connections: number
   rssLimitMb: number
   rows: RowReport[]
+  sync?: SyncReport
 }
 
 export const failed = (m: Measurement | undefined): boolean => m !== undefined && m.problems.length > 0
@@ -102,9 +136,31 @@ export function renderMarkdown (report: BenchReport): string {
         `${ref === undefined ? '—' : int(ref.rps)} | ${ratio(m, ref)} | ≥ ${row.reference!.target}× | ${value === undefined ? '—' : value >= row.reference!.target ? 'yes' : 'no'} |`)
     }
   }
+  if (report.sync !== undefined) lines.push('', ...syncLines(report.sync, report.rssLimitMb))
   const failures = report.rows.flatMap((row) => TARGETS.flatMap((t) => (row.results[t]?.problems ?? []).map((p) => `- ${row.name} (${t}): ${p}`)))
+  failures.push(...(report.sync?.problems ?? []).map((p) => `- Delta sync: ${p}`))
   if (failures.length > 0) lines.push('', 'Failures:', '', ...failures)
   return lines.join('\n') + '\n'
+}
+
+const duration = (seconds: number): string => seconds >= 1 ? `${seconds.toFixed(2)} s` : `${ms(seconds * 1000)} ms`
+
+/** The delta sync table: a sequential client, so calls and time rather than requests per second. */
+function syncLines (sync: SyncReport, rssLimitMb: number): string[] {
+  const lines = ['Delta sync, service only: one client follows GET /v2/messages/changes call after call (undici `request`, `JSON.parse` of every answer):', '',
+    '| Measurement | Entries | Calls | Time | Entries/s | Peak RSS MB (service) | Target | Met |', '|---|---:|---:|---:|---:|---:|---:|---|']
+  const { initial } = sync
+  if (initial !== undefined) {
+    const rss = initial.peakRssMb.toFixed(0) + (initial.peakRssMb > rssLimitMb ? ` (over ${rssLimitMb})` : '')
+    lines.push(`| Full initial sync, limit ${initial.limit} | ${int(initial.messages)} | ${int(initial.calls)} | ${duration(initial.seconds)} | ` +
+      `${int(initial.messagesPerSecond)} | ${rss} | ≥ ${int(initial.target)} messages/s | ${initial.messagesPerSecond >= initial.target ? 'yes' : 'no'} |`)
+  }
+  for (const run of sync.catchUp) {
+    const writes = sync.writes === undefined ? '' : `${int(sync.writes.count)} API writes`
+    lines.push(`| Catch-up after ${writes}, limit ${run.limit} | ${int(run.entries)} | ${int(run.calls)} | ${ms(run.firstMs)} ms (median of ${run.runs}: ${ms(run.medianMs)} ms) | ` +
+      `${run.firstMs > 0 ? int(run.entries / run.firstMs * 1000) : '—'} | — | — | ${run.missing === 0 ? '—' : `${run.missing} created ids missing`} |`)
+  }
+  return lines
 }
 
 const escapeXml = (s: string): string => s.replace(/[<>&"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c]!)

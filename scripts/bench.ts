@@ -9,8 +9,9 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { FastifyInstance } from 'fastify'
 import postgres from 'postgres'
+import { request } from 'undici'
 import { buildDevIdp, createTokenSigner, DEFAULT_KEYS_DIR, loadOrCreateKeys } from '../src/dev-idp/app.js'
-import { renderMarkdown, renderSvg, TARGETS, type BenchReport, type Machine, type Measurement, type RowReport, type Target } from '../bench/report.js'
+import { renderMarkdown, renderSvg, TARGETS, type BenchReport, type Machine, type Measurement, type RowReport, type SyncReport, type Target } from '../bench/report.js'
 import { freePort } from './free-port.js'
 import { createRandom, formatSummary, generateMessage, seedDatabase, seedUser, SEARCH_WORDS } from './seed.js'
 
@@ -18,7 +19,9 @@ const USAGE = `Usage: DATABASE_URL=postgres://... npm run bench -- [options]
 
 Seeds the database when it holds fewer than --messages messages, starts the API server, the naive baseline
 (bench/baseline.ts) and the ceiling (bench/ceiling.ts) as child processes on free loopback ports, and drives
-each row against each of them with autocannon. Writes bench-results/latest.{md,json,svg}.
+each row against each of them with autocannon. Then the delta sync section (row key \`sync\`, service only, one
+sequential client): the full initial sync and the catch-up after 1,000 API writes. Writes
+bench-results/latest.{md,json,svg}.
 
 Options:
   --messages <n>      messages the database must hold (default BENCH_ROWS, else 1000000)
@@ -103,6 +106,8 @@ interface Row {
   alsoOk?: readonly number[]
   /** The row of this run the service's rate is compared with, and the ratio it must reach. */
   reference?: { key: string, target: number }
+  /** Runs once before the row is measured (the delta sync poll's walk to a caught-up token). */
+  prepare?: () => Promise<void>
 }
 
 function parseJson (body: string): unknown {
@@ -262,7 +267,18 @@ async function expectPage (sql: Sql, where: postgres.PendingQuery<postgres.Row[]
 
 const searchPattern = `%${SEARCH_WORD}%`
 
-interface Tokens { hello: string, post: (target: Target) => Promise<string[]> }
+/** `sync`: the writers of the delta sync catch-up, subjects of their own so the POST rows still provision theirs. */
+interface Tokens { hello: string, post: (target: Target | 'sync') => Promise<string[]> }
+
+/** The bodies POST sends, one after another: generated messages, the same every run. */
+function postBodies (): string[] {
+  const random = createRandom(42)
+  // The API takes no null subject: a message without one leaves the member out.
+  return Array.from({ length: 1000 }, () => {
+    const { subject, ...message } = generateMessage(random)
+    return JSON.stringify(subject === null ? message : { ...message, subject })
+  })
+}
 
 const int = (n: number): string => n.toLocaleString('en-US')
 
@@ -275,6 +291,45 @@ async function wireBytes (base: string, path: string, encoding: string): Promise
   }
   return { identity: await size({}), encoded: await size({ 'accept-encoding': encoding }) }
 }
+
+interface ChangeEntry { op: string, id: number, message?: Item }
+interface ChangesAnswer { data: ChangeEntry[], next: string, hasMore: boolean }
+
+const SYNC_LIMIT = 1000
+// Far above the calls any walk here needs (1,001 for 1,000,000 messages at limit 1000): a feed that
+// never says hasMore=false stops the walk instead of the benchmark hanging.
+const MAX_SYNC_CALLS = 100_000
+
+/**
+ * Follows GET /v2/messages/changes as a client does, from `since` (or from the start without it) until an
+ * answer says hasMore=false: one call after another with undici `request`, every body parsed with JSON.parse
+ * and handed to `visit`. Returns the caught-up token. A status other than 200 or a body that is not an
+ * answer is a BenchError.
+ */
+async function followFeed (base: string, since: string | undefined, limit: number, visit?: (answer: ChangesAnswer) => void): Promise<{ next: string, calls: number, entries: number }> {
+  let token = since
+  let calls = 0
+  let entries = 0
+  while (calls < MAX_SYNC_CALLS) {
+    const path = `/v2/messages/changes?limit=${limit}${token === undefined ? '' : `&since=${encodeURIComponent(token)}`}`
+    const response = await request(base + path, { headersTimeout: 30_000, bodyTimeout: 30_000 })
+    const body = await response.body.text()
+    calls++
+    if (response.statusCode !== 200) throw new BenchError(`changes call ${calls} answered ${response.statusCode}: ${body.slice(0, 80)}`)
+    const answer = JSON.parse(body) as ChangesAnswer
+    if (!Array.isArray(answer.data) || typeof answer.next !== 'string' || typeof answer.hasMore !== 'boolean') {
+      throw new BenchError(`changes call ${calls} is not an answer: ${body.slice(0, 80)}`)
+    }
+    entries += answer.data.length
+    visit?.(answer)
+    token = answer.next
+    if (!answer.hasMore) return { next: token, calls, entries }
+  }
+  throw new BenchError(`the change feed still had more after ${MAX_SYNC_CALLS} calls of limit ${limit}`)
+}
+
+// A poll that finds nothing: no entry, a token, nothing more. The token differs per answer (it carries when it was issued).
+const EMPTY_POLL = /^\{"data":\[\],"next":"[A-Za-z0-9_-]+","hasMore":false\}$/
 
 async function buildRows (sql: Sql, keys: Set<string> | undefined, tokens: Tokens, service: Child): Promise<Row[]> {
   const wanted = (key: string): boolean => keys === undefined || keys.has(key)
@@ -362,12 +417,7 @@ async function buildRows (sql: Sql, keys: Set<string> | undefined, tokens: Token
   }
   // Last: they add rows, which would move every page expectation above.
   if (wanted('post') || wanted('post-idempotent')) {
-    const random = createRandom(42)
-    // The API takes no null subject: a message without one leaves the member out.
-    const bodies = Array.from({ length: 1000 }, () => {
-      const { subject, ...message } = generateMessage(random)
-      return JSON.stringify(subject === null ? message : { ...message, subject })
-    })
+    const bodies = postBodies()
     const perTarget = new Map<Target, string[]>()
     for (const target of ['service', 'baseline'] as const) perTarget.set(target, await tokens.post(target))
     const verify = (b: string): string | undefined => {
@@ -406,6 +456,27 @@ async function buildRows (sql: Sql, keys: Set<string> | undefined, tokens: Token
       })
     }
   }
+  // Delta sync (CONTRACT 12): a caught-up client polls and finds nothing new. The token must come from
+  // the end of a whole walk: the first answers without `since` are the initial copy, not a poll. The walk
+  // (some 12 s at 1,000,000 messages) is made just before the row, last of all: a full copy leaves the
+  // service larger (see docs/benchmarks.md), which must not be charged to the rows before it.
+  if (wanted('sync-poll')) {
+    let next = ''
+    rows.push({
+      key: 'sync-poll',
+      name: 'delta sync poll that finds nothing new (caught-up token)',
+      targets: ['service'],
+      async prepare () {
+        process.stdout.write('bench: walking the change feed to its end for a caught-up token\n')
+        const walk = await followFeed(service.base, undefined, SYNC_LIMIT)
+        process.stdout.write(`bench: caught up after ${int(walk.calls)} calls\n`)
+        next = walk.next
+      },
+      requests: () => [{ method: 'GET', path: `/v2/messages/changes?since=${encodeURIComponent(next)}` }],
+      verify: (b) => EMPTY_POLL.test(b) ? undefined : `not an empty poll: ${b.slice(0, 80)}`,
+      reference: { key: 'page1-25', target: 0.8 }
+    })
+  }
   return rows
 }
 
@@ -437,6 +508,7 @@ async function lostWrites (sql: Sql, acknowledged: number[], added: number, conn
 interface RunSettings { duration: number, connections: number, maxRequests: number }
 
 async function measure (row: Row, child: Child, sql: Sql, settings: RunSettings): Promise<Measurement> {
+  await row.prepare?.()
   const problems: string[] = []
   if (row.page !== undefined) {
     const before = await checkPage(child.base, row.page.path, row.page.expect)
@@ -495,6 +567,135 @@ async function settle (sql: Sql): Promise<void> {
   }
 }
 
+const SYNC_TARGET = 100_000
+const CATCH_UP_WRITES = 1000
+const CATCH_UP_CONCURRENCY = 10
+const CATCH_UP_LIMITS = [100, SYNC_LIMIT]
+// Each catch-up walk is a few calls of milliseconds: one is noise, so the same walk is repeated.
+const CATCH_UP_RUNS = 5
+
+function median (values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+}
+
+/** The newest transaction in the change log: the same before and after a walk when nothing was written meanwhile. */
+async function newestChange (sql: Sql): Promise<string | null> {
+  const [row] = await sql<Array<{ xid: string | null }>>`select max(xid)::text as xid from message_changes`
+  return row!.xid
+}
+
+/**
+ * The delta sync section (CONTRACT 12), service only. A syncing client is sequential by nature (each call
+ * needs the previous answer's token), so these are walks timed end to end, not autocannon rows.
+ * (a) The full initial sync with limit 1000, from no `since` until hasMore=false, and the service's peak RSS.
+ * (b) The catch-up after CATCH_UP_WRITES API writes (made first, not timed): from one caught-up token until an
+ *     answer says hasMore=false, at the default limit and at 1000, each from that same token; every created
+ *     id must come as an upsert.
+ * A failure is recorded as a problem of the section; the rest of the benchmark goes on.
+ */
+async function measureSync (service: Child, sql: Sql, tokens: Tokens): Promise<SyncReport> {
+  const report: SyncReport = { catchUp: [], problems: [] }
+  const { problems } = report
+  try {
+    const countBefore = await countMessages(sql)
+    const newestBefore = await newestChange(sql)
+    let upserts = 0
+    let deletes = 0
+    let lastId = 0
+    let outOfOrder = 0
+    let mislabelled = 0
+    const rss = sampleRss(service.process.pid)
+    const started = performance.now()
+    let walk: Awaited<ReturnType<typeof followFeed>>
+    try {
+      walk = await followFeed(service.base, undefined, SYNC_LIMIT, (answer) => {
+        for (const entry of answer.data) {
+          if (entry.op !== 'upsert') {
+            deletes++
+            continue
+          }
+          upserts++
+          if (entry.id <= lastId) outOfOrder++
+          if (entry.message?.id !== entry.id) mislabelled++
+          lastId = entry.id
+        }
+      })
+    } finally {
+      report.initial = { limit: SYNC_LIMIT, messages: upserts + deletes, calls: 0, seconds: (performance.now() - started) / 1000, messagesPerSecond: 0, peakRssMb: rss.stop(), target: SYNC_TARGET }
+    }
+    const { initial } = report
+    initial.calls = walk.calls
+    initial.messagesPerSecond = initial.messages / initial.seconds
+    // On a database nobody writes to, the copy is every message once, in id order, and no change follows it.
+    if (await countMessages(sql) !== countBefore || await newestChange(sql) !== newestBefore) {
+      problems.push('the database was written during the initial sync (not by this benchmark): the measurement is disturbed and its exactness not checked')
+    } else if (upserts !== countBefore || deletes > 0 || outOfOrder > 0) {
+      problems.push(`the initial sync sent ${upserts} upserts (${outOfOrder} out of id order) and ${deletes} deletes for ${countBefore} messages`)
+    }
+    if (mislabelled > 0) problems.push(`${mislabelled} upserts of the initial sync carry a message of another id`)
+    await settle(sql)
+
+    const writers = await tokens.post('sync')
+    const bodies = postBodies()
+    const created: number[] = []
+    const failures: string[] = []
+    let sent = 0
+    const writesStarted = performance.now()
+    await Promise.all(Array.from({ length: CATCH_UP_CONCURRENCY }, async () => {
+      while (sent < CATCH_UP_WRITES) {
+        const n = sent++
+        const response = await request(`${service.base}/v2/messages`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${writers[n % writers.length]!}` },
+          body: bodies[n % bodies.length]!,
+          headersTimeout: 30_000,
+          bodyTimeout: 30_000
+        })
+        const body = await response.body.text()
+        const id = (parseJson(body) as Item | undefined)?.id
+        if (response.statusCode === 201 && typeof id === 'number') created.push(id)
+        else failures.push(`${response.statusCode} ${body.slice(0, 80)}`)
+      }
+    }))
+    report.writes = { count: created.length, seconds: (performance.now() - writesStarted) / 1000 }
+    if (failures.length > 0) problems.push(`${failures.length} of ${CATCH_UP_WRITES} catch-up writes failed; the first: ${failures[0]!}`)
+    await settle(sql)
+
+    for (const limit of CATCH_UP_LIMITS) {
+      const times: number[] = []
+      let first: { entries: number, calls: number, missing: number } | undefined
+      for (let run = 0; run < CATCH_UP_RUNS; run++) {
+        const upserted = new Set<number>()
+        const began = performance.now()
+        const caught = await followFeed(service.base, walk.next, limit, (answer) => {
+          for (const entry of answer.data) if (entry.op === 'upsert') upserted.add(entry.id)
+        })
+        times.push(performance.now() - began)
+        const missing = created.filter((id) => !upserted.has(id)).length
+        first ??= { entries: caught.entries, calls: caught.calls, missing }
+        if (missing > 0) problems.push(`catch-up with limit ${limit}, walk ${run + 1}: ${missing} of ${created.length} created ids did not come as an upsert by hasMore=false`)
+      }
+      report.catchUp.push({ limit, ...first!, firstMs: times[0]!, medianMs: median(times), runs: CATCH_UP_RUNS })
+    }
+  } catch (err) {
+    problems.push(err instanceof BenchError ? err.message : (err as Error).stack ?? String(err))
+  }
+  return report
+}
+
+function printSync (sync: SyncReport): void {
+  const parts: string[] = []
+  const { initial } = sync
+  if (initial !== undefined) {
+    parts.push(`initial sync ${int(initial.messages)} messages in ${int(initial.calls)} calls, ${initial.seconds.toFixed(2)} s, ` +
+      `${int(Math.round(initial.messagesPerSecond))} messages/s, peak RSS ${initial.peakRssMb.toFixed(0)} MB`)
+  }
+  for (const run of sync.catchUp) parts.push(`catch-up at limit ${run.limit} ${run.calls} calls ${run.firstMs.toFixed(1)} ms`)
+  process.stdout.write(`bench: delta sync: ${parts.join('; ')}${sync.problems.length > 0 ? ' FAILED' : ''}\n`)
+}
+
 async function describeMachine (sql: Sql): Promise<Machine> {
   const [row] = await sql<Array<{ version: string }>>`select version()`
   return {
@@ -508,7 +709,7 @@ async function describeMachine (sql: Sql): Promise<Machine> {
 }
 
 const ROW_KEYS = ['health', 'page1-25', 'middle-25', 'last-25', 'page1-100', 'middle-100', 'last-100', 'revalidate-25', 'gzip-25', 'cursor-25',
-  'filtered', 'search', 'hello', 'post', 'post-idempotent']
+  'filtered', 'search', 'hello', 'post', 'post-idempotent', 'sync', 'sync-poll']
 
 function printRow (row: RowReport): void {
   const parts = TARGETS.flatMap((t) => {
@@ -599,7 +800,20 @@ async function main (args: string[]): Promise<number> {
     }
 
     const reports: RowReport[] = []
-    for (const row of rows) {
+    // The delta sync section comes last, before only the poll row: a full copy leaves the service larger
+    // (docs/benchmarks.md), which must not be charged to the rows before it; its catch-up adds messages,
+    // which the page rows' expectations would not know of.
+    const pollRow = rows.findIndex((row) => row.key === 'sync-poll')
+    const syncAt = keys !== undefined && !keys.has('sync') ? -1 : pollRow === -1 ? rows.length : pollRow
+    let sync: SyncReport | undefined
+    for (const [index, row] of [...rows, undefined].entries()) {
+      if (index === syncAt) {
+        sync = await measureSync(service, sql, tokens)
+        printSync(sync)
+        await settle(sql)
+        await sleep(300)
+      }
+      if (row === undefined) break
       const report: RowReport = { key: row.key, name: row.name, results: {}, reference: row.reference }
       for (const target of row.targets) {
         report.results[target] = await measure(row, byTarget[target], sql, settings)
@@ -617,7 +831,8 @@ async function main (args: string[]): Promise<number> {
       durationSeconds: duration,
       connections,
       rssLimitMb: RSS_LIMIT_MB,
-      rows: reports
+      rows: reports,
+      sync
     }
     const markdown = renderMarkdown(report)
     writeFileSync(join(RESULTS_DIR, 'latest.md'), markdown)
@@ -625,7 +840,9 @@ async function main (args: string[]): Promise<number> {
     writeFileSync(join(RESULTS_DIR, 'latest.svg'), renderSvg(report))
     process.stdout.write('\n' + markdown + `\nWritten to ${join(RESULTS_DIR, 'latest.{md,json,svg}')}\n`)
     const failedRow = reports.some((r) => (r.results.service?.problems.length ?? 0) > 0 || (r.results.service?.peakRssMb ?? 0) > RSS_LIMIT_MB)
-    return failedRow ? 1 : 0
+    // As for the rows, a target is reported, not enforced: wrong answers and RSS over the limit fail the run.
+    const failedSync = sync !== undefined && (sync.problems.length > 0 || (sync.initial?.peakRssMb ?? 0) > RSS_LIMIT_MB)
+    return failedRow || failedSync ? 1 : 0
   } finally {
     await sql.end({ timeout: 5 })
   }
