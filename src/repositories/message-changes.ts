@@ -34,15 +34,14 @@ interface StateRow {
 const STATE = sql`SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, (SELECT st.epoch FROM sync_state st) AS epoch,
   (SELECT st.horizon FROM sync_state st) AS horizon`
 
-// Pages are rendered by the database, entries joined into one text: each message the same JSON as
-// GET /v2/messages/{id} (messageJsonSql, which also renders stored 201s). The database has a core of
-// its own while the event loop serves pages; rendering 1,000 rows in JavaScript, or even joining 1,000
-// texts there, left the event loop the bottleneck of an initial copy (12 ms of its time per page of
-// 1,000 messages, most of it allocating and collecting strings, against 4 ms of the database's).
+// Pages are rendered by the database, in parts of ENTRIES_PER_PART entries: each message the same JSON
+// as GET /v2/messages/{id} (messageJsonSql, which also renders stored 201s). The database has a core of
+// its own while the event loop serves pages; rendering 1,000 rows in JavaScript left the event loop the
+// bottleneck of an initial copy (12 ms of its time per page, most of it allocating and collecting
+// strings, against 4 ms of the database's). Each part (some 60 KB of text) is made a Buffer at once and
+// no string of a whole page is ever built: an initial copy ran at 88,000-100,000 messages/s so, against
+// 60,000 with one text per page (docs/benchmarks.md).
 const UPSERT = sql`'{"op":"upsert","id":' || r.id::text || ',"message":' || ${messageJsonSql('r')} || '}'`
-// A page comes back in parts of ENTRIES_PER_PART entries (some 60 KB of text each), each made a Buffer
-// at once: a single text of a whole page is a string in V8's large-object space, which only a full
-// collection frees, and an initial copy made of them grew the process by 100 MB between collections.
 const ENTRIES_PER_PART = 200
 const MESSAGE_ROW = sql`SELECT m.id, m.content, m.subject, m.priority, m.author_id, u.name AS author_name, m.created_at FROM ${MESSAGE_SOURCE}`
 
