@@ -53,12 +53,16 @@ export default fp<DbPluginOptions>(async function db (app, opts) {
   app.addHook('onClose', async () => { await handle.close() })
   app.log.debug({ driver: handle.driver }, 'database ready')
 
-  // The counters' writer slots are folded together now and then, on the primary only; exactness never
-  // depends on it, only the length of the sums readers add up.
-  const compaction = setInterval(() => {
-    handle.db.execute(sql`select pagination_compact()`).catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'counter compaction failed'))
-  }, COMPACT_EVERY_MS).unref()
-  app.addHook('onClose', async () => { clearInterval(compaction) })
+  // Upkeep on the primary, now and then, until the app closes; a failure is logged and tried again next time.
+  function every (ms: number, task: () => Promise<unknown>, failure: string): void {
+    const timer = setInterval(() => {
+      task().catch((err: Error) => app.log.warn({ err: { message: err.message } }, failure))
+    }, ms).unref()
+    app.addHook('onClose', async () => { clearInterval(timer) })
+  }
+  // The counters' writer slots are folded together now and then; exactness never depends on it, only
+  // the length of the sums readers add up.
+  every(COMPACT_EVERY_MS, async () => handle.db.execute(sql`select pagination_compact()`), 'counter compaction failed')
 
   app.decorate('db', handle.db)
 
@@ -77,17 +81,11 @@ export default fp<DbPluginOptions>(async function db (app, opts) {
   const idempotencyTtlHours = opts.idempotencyTtlHours ?? 24
   const idempotency = createIdempotencyRepository(handle.db, { ttlHours: idempotencyTtlHours })
   // Expired keys already count as absent; deleting them only keeps the table small. Primary only.
-  const pruning = setInterval(() => {
-    idempotency.prune().catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'idempotency key pruning failed'))
-  }, PRUNE_KEYS_EVERY_MS).unref()
-  app.addHook('onClose', async () => { clearInterval(pruning) })
+  every(PRUNE_KEYS_EVERY_MS, idempotency.prune, 'idempotency key pruning failed')
 
   // The change log keeps SYNC_RETENTION_HOURS; older entries (and the tokens that need them) expire.
   const messageChanges = createMessageChangesRepository(handle.db, read, { retentionHours: opts.syncRetentionHours ?? 720 })
-  const pruningChanges = setInterval(() => {
-    messageChanges.prune().catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'change log pruning failed'))
-  }, PRUNE_CHANGES_EVERY_MS).unref()
-  app.addHook('onClose', async () => { clearInterval(pruningChanges) })
+  every(PRUNE_CHANGES_EVERY_MS, messageChanges.prune, 'change log pruning failed')
   app.decorate('messageChanges', messageChanges)
 
   app.decorate('messagesRepository', createMessagesRepository(handle.db, read, { idempotencyTtlHours }))

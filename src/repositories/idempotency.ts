@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
+import { inBatches } from '../db/batches.js'
 import { statement } from '../db/statement.js'
 import { IdempotencyKeyInProgressError, IdempotencyKeyReusedError } from '../errors.js'
 import type { KeyedOutcome, StoredCreated } from './message-writer.js'
@@ -78,15 +79,8 @@ export function createIdempotencyRepository (db: Database, options: IdempotencyO
     },
 
     /** Deletes keys older than the TTL, batch by batch (each its own short transaction); returns how many went. */
-    async prune (): Promise<number> {
-      let total = 0
-      for (let batch = 0; batch < PRUNE_MAX_BATCHES; batch++) {
-        const [row] = await prune(db, { ttlHours: options.ttlHours, limit: PRUNE_BATCH })
-        const n = row?.n ?? 0
-        total += n
-        if (n < PRUNE_BATCH) break
-      }
-      return total
+    prune (): Promise<number> {
+      return inBatches(async (limit) => (await prune(db, { ttlHours: options.ttlHours, limit }))[0]?.n ?? 0, PRUNE_BATCH, PRUNE_MAX_BATCHES)
     }
   }
 }

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
+import { inBatches } from '../db/batches.js'
 import { statement } from '../db/statement.js'
 import { SyncTokenExpiredError } from '../errors.js'
 import { sharedRead } from '../lib/shared-read.js'
@@ -104,7 +105,6 @@ const PRUNE_MAX_BATCHES = 100
 export interface MessageChangesOptions {
   /** SYNC_RETENTION_HOURS: how long the log keeps a change, and so how long a token stays valid. */
   retentionHours: number
-  now?: () => number
 }
 
 const later = (a: string, b: string) => BigInt(a) > BigInt(b)
@@ -169,12 +169,11 @@ function createReadAhead () {
 }
 
 export function createMessageChangesRepository (db: Database, read: ReadRouter, options: MessageChangesOptions) {
-  const now = options.now ?? Date.now
   const retentionMs = options.retentionHours * 3_600_000
   const readAhead = createReadAhead()
 
   function answer (epoch: string, data: Buffer[], next: SyncPosition, hasMore: boolean): Buffer {
-    const token = encodeSyncToken({ epoch, issuedAt: now(), position: next })
+    const token = encodeSyncToken({ epoch, issuedAt: Date.now(), position: next })
     return Buffer.concat([DATA_START, ...data, Buffer.from(`],"next":"${token}","hasMore":${String(hasMore)}}`)])
   }
 
@@ -183,8 +182,8 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     return later(xmin, position.xid) ? { kind: 'changes', xid: xmin, id: 0 } : position
   }
 
-  function checkValid (token: { epoch: string }, position: string, state: { epoch: string, horizon: string }): void {
-    if (token.epoch !== state.epoch || later(state.horizon, position)) throw new SyncTokenExpiredError()
+  function checkValid (epoch: string, position: string, state: { epoch: string, horizon: string }): void {
+    if (epoch !== state.epoch || later(state.horizon, position)) throw new SyncTokenExpiredError()
   }
 
   async function readCopy (target: Database, watermark: string | undefined, after: number, limit: number): Promise<CopyPage> {
@@ -207,7 +206,7 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     // is decided by a read made after the request arrived.
     const early = epoch === undefined || watermark === undefined ? undefined : await readAhead.take(`${epoch}.${limit}`, watermark, after)
     const page = early?.more === true ? early : await readCopy(target, watermark, after, limit)
-    if (epoch !== undefined && watermark !== undefined) checkValid({ epoch }, watermark, page)
+    if (epoch !== undefined && watermark !== undefined) checkValid(epoch, watermark, page)
     // Every page read at a snapshot whose xmin is lower (a replica further behind) lowers the
     // watermark with it: a change it did not show is at or above that xmin.
     const start = watermark === undefined || later(watermark, page.xmin) ? page.xmin : watermark
@@ -222,12 +221,12 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
 
   async function changes (target: Database, epoch: string, position: ChangesPosition, limit: number): Promise<Buffer> {
     const head = await readHead(target)
-    checkValid({ epoch }, position.xid, head)
+    checkValid(epoch, position.xid, head)
     if (head.newest === null || later(position.xid, head.newest)) return answer(head.epoch, [], caughtUp(position, head.xmin), false)
     const rows = await changesPage(target, { xid: position.xid, id: position.id, limit })
     const state = rows[0]
     if (state === undefined) throw new Error('sync_state has no row')
-    checkValid({ epoch }, position.xid, state)
+    checkValid(epoch, position.xid, state)
     const data = parts(rows)
     if (state.n > limit && state.last_xid !== null && state.last_id !== null) {
       return answer(state.epoch, data, { kind: 'changes', xid: state.last_xid, id: state.last_id }, true)
@@ -240,7 +239,7 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     read (since: string | undefined, limit: number): Promise<Buffer> {
       if (since === undefined) return read((target) => snapshot(target, undefined, undefined, 0, limit))
       const token = decodeSyncToken(since)
-      if (now() - token.issuedAt > retentionMs) throw new SyncTokenExpiredError()
+      if (Date.now() - token.issuedAt > retentionMs) throw new SyncTokenExpiredError()
       const { position } = token
       return read((target) => position.kind === 'snapshot'
         ? snapshot(target, token.epoch, position.watermark, position.after, limit)
@@ -248,15 +247,8 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     },
 
     /** Deletes log entries older than the retention, batch by batch; returns how many went. Primary only. */
-    async prune (): Promise<number> {
-      let total = 0
-      for (let batch = 0; batch < PRUNE_MAX_BATCHES; batch++) {
-        const [row] = await prune(db, { hours: options.retentionHours, batch: PRUNE_BATCH })
-        const n = row?.n ?? 0
-        total += n
-        if (n < PRUNE_BATCH) break
-      }
-      return total
+    prune (): Promise<number> {
+      return inBatches(async (batch) => (await prune(db, { hours: options.retentionHours, batch }))[0]?.n ?? 0, PRUNE_BATCH, PRUNE_MAX_BATCHES)
     }
   }
 }
