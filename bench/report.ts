@@ -42,7 +42,9 @@ export interface SyncReport {
     calls: number
     seconds: number
     messagesPerSecond: number
-    /** Peak resident set size of the service during the walk, in MB. */
+    /** Messages per second of every walk, in order; the fields above are the median walk's. */
+    walks: number[]
+    /** Peak resident set size of the service during the walks, in MB. */
     peakRssMb: number
     /** The messages per second it must reach. */
     target: number
@@ -152,7 +154,7 @@ function syncLines (sync: SyncReport, rssLimitMb: number): string[] {
   const { initial } = sync
   if (initial !== undefined) {
     const rss = initial.peakRssMb.toFixed(0) + (initial.peakRssMb > rssLimitMb ? ` (over ${rssLimitMb})` : '')
-    lines.push(`| Full initial sync, limit ${initial.limit} | ${int(initial.messages)} | ${int(initial.calls)} | ${duration(initial.seconds)} | ` +
+    lines.push(`| Full initial sync, limit ${initial.limit} (median of ${initial.walks.length} walks: ${initial.walks.map(int).join(', ')}/s) | ${int(initial.messages)} | ${int(initial.calls)} | ${duration(initial.seconds)} | ` +
       `${int(initial.messagesPerSecond)} | ${rss} | ≥ ${int(initial.target)} messages/s | ${initial.messagesPerSecond >= initial.target ? 'yes' : 'no'} |`)
   }
   for (const run of sync.catchUp) {

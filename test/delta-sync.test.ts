@@ -169,7 +169,7 @@ t.test('a malformed token is 400 Invalid sync token, and changes nothing', async
   const malformed = [
     '', 'abc', 'not a token', `${good}x`, `${good}=`, good.slice(0, 12), listCursor, '%00', 'x'.repeat(5000),
     forge(raw.replace(/^1\./, '2.')), forge(raw.replace('.s.', '.x.')), forge(`${raw}.1`), forge(raw.replace(/\.\d+$/, '.-1')),
-    forge('1.c.1.18446744073709551616.0.1'), forge('1.c.1.5.9223372036854775808.1'), forge('1.s.1.5.9007199254740992.1')
+    forge(raw.replace(/\.\d+$/, `.${Date.now() + 2 * 3_600_000}`)), forge('1.c.1.18446744073709551616.0.1'), forge('1.c.1.5.9223372036854775808.1'), forge('1.s.1.5.9007199254740992.1')
   ]
   const before = await queryRows<{ n: number }>(app.db, sql`select count(*)::float8 as n from message_changes`)
   for (const token of malformed) {

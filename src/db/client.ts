@@ -73,8 +73,8 @@ function retryStaleSessionErrors (client: postgres.Sql): postgres.Sql {
   return new Proxy(client, {
     get (target, property, receiver) {
       if (property !== 'unsafe') return Reflect.get(target, property, receiver)
-      // drizzle awaits the query itself or its .values(). A postgres.js query starts only when awaited,
-      // so this one does too, and either way of reading it is retried alike.
+      // drizzle awaits the query itself or its .values(), rawStatement its .raw(). A postgres.js query
+      // starts only when awaited, so this one does too, and every way of reading it is retried alike.
       return (...args: Parameters<postgres.Sql['unsafe']>) => {
         const start = (): Query => target.unsafe(...args)
         let rows: Promise<unknown> | undefined
@@ -83,7 +83,8 @@ function retryStaleSessionErrors (client: postgres.Sql): postgres.Sql {
             rows ??= once(start, async (started) => await started)
             return rows.then(resolve, reject)
           },
-          values: () => once(start, async (started) => await started.values())
+          values: () => once(start, async (started) => await started.values()),
+          raw: () => once(start, async (started) => await started.raw())
         }
         return query as unknown as Query
       }

@@ -1,4 +1,4 @@
-import type { SQL } from 'drizzle-orm'
+import { fillPlaceholders, type SQL } from 'drizzle-orm'
 import { PgDialect, type PgPreparedQuery, type PreparedQueryConfig } from 'drizzle-orm/pg-core'
 import type { Database } from './client.js'
 
@@ -25,5 +25,28 @@ export function statement<Row> (name: string, query: SQL): Statement<Row> {
     const result = await query.execute(params) as Row[] | { rows: Row[] }
     // postgres.js answers with the rows, PGlite with a result object holding them.
     return Array.isArray(result) ? result : result.rows
+  }
+}
+
+/** A row as the server sent it: each column's text, as bytes, or null. */
+export type RawRow = Array<Buffer | null>
+
+interface PostgresClient { unsafe: (query: string, params: unknown[], options: { prepare: boolean }) => { raw: () => Promise<RawRow[]> } }
+interface PgliteClient { query: (query: string, params: unknown[], options: { rowMode: 'array' }) => Promise<{ rows: unknown[][] }> }
+
+/**
+ * A statement whose rows come back as bytes, for answers the database renders whole (the delta sync
+ * pages): postgres.js hands over each column as a view of the bytes it received, never decoding a
+ * text only to encode it again for the reply. PGlite, in this process, hands over parsed values, made
+ * their text's bytes here (so the SQL returns text, or numbers whose String() is their text).
+ */
+export function rawStatement (query: SQL): (db: Database, params: Record<string, unknown>) => Promise<RawRow[]> {
+  const rendered = dialect.sqlToQuery(query)
+  return async function run (db, params) {
+    const client = (db as unknown as { $client: PostgresClient | PgliteClient }).$client
+    const values = fillPlaceholders(rendered.params, params)
+    if ('unsafe' in client) return await client.unsafe(rendered.sql, values, { prepare: true }).raw()
+    const { rows } = await client.query(rendered.sql, values, { rowMode: 'array' })
+    return rows.map((row) => row.map((value) => value === null ? null : Buffer.from(String(value))))
   }
 }

@@ -2,8 +2,8 @@ import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
 import { inBatches } from '../db/batches.js'
-import { statement } from '../db/statement.js'
-import { SyncTokenExpiredError } from '../errors.js'
+import { rawStatement, statement, type RawRow } from '../db/statement.js'
+import { InvalidSyncTokenError, SyncTokenExpiredError } from '../errors.js'
 import { sharedRead } from '../lib/shared-read.js'
 import { decodeSyncToken, encodeSyncToken, type ChangesPosition, type SyncPosition } from '../lib/sync-token.js'
 import { MESSAGE_SOURCE, messageJsonSql } from './message-row.js'
@@ -21,12 +21,11 @@ import { MESSAGE_SOURCE, messageJsonSql } from './message-row.js'
 // and every change that answer does not show was written by a transaction at or above its xmin,
 // which is where the client's `next` stands.
 
-interface StateRow {
+/** What an answer is checked against and positioned by, rendered by its statement's first row. */
+interface PageState {
   xmin: string
   epoch: string
   horizon: string
-  /** Rows the page read: one more than the limit when more follow. */
-  n: number
 }
 
 // The state every answer is checked against and positioned by: the snapshot's xmin, the epoch and
@@ -34,56 +33,82 @@ interface StateRow {
 // never analyzed, it expected 1,810 and priced pages so high that JIT compiled each (250 ms a page).
 const STATE = sql`SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, (SELECT st.epoch FROM sync_state st) AS epoch,
   (SELECT st.horizon FROM sync_state st) AS horizon`
+const STATE_JSON = sql`'xmin', s.xmin::text, 'epoch', s.epoch::text, 'horizon', s.horizon::text`
 
-// Pages are rendered by the database, in parts of ENTRIES_PER_PART entries: each message the same JSON
-// as GET /v2/messages/{id} (messageJsonSql, which also renders stored 201s). The database has a core of
-// its own while the event loop serves pages; rendering 1,000 rows in JavaScript left the event loop the
-// bottleneck of an initial copy (12 ms of its time per page, most of it allocating and collecting
-// strings, against 4 ms of the database's). Each part (some 60 KB of text) is made a Buffer at once and
-// no string of a whole page is ever built: an initial copy ran at 88,000-100,000 messages/s so, against
-// 60,000 with one text per page (docs/benchmarks.md).
+// Pages are rendered by the database, one row per entry, each message the same JSON as
+// GET /v2/messages/{id} (messageJsonSql, which also renders stored 201s), and read as bytes
+// (rawStatement): the service joins them with commas and never decodes them. The database has a core
+// of its own while the event loop serves pages. Rendering 1,000 rows in JavaScript made the event loop
+// the bottleneck of an initial copy (12 ms a page); one text per page made the database aggregate
+// (string_agg cost 2 us an entry, 7.3 ms a page in all against 5.4 ms for rows) and the service decode
+// and encode it again; rows as bytes do neither (docs/benchmarks.md).
+//
+// Every statement answers rows (k, state, entry) ordered by k: first k = 0 with the state as JSON,
+// then one row per entry, k its message id.
 const UPSERT = sql`'{"op":"upsert","id":' || r.id::text || ',"message":' || ${messageJsonSql('r')} || '}'`
-const ENTRIES_PER_PART = 200
 const MESSAGE_ROW = sql`SELECT m.id, m.content, m.subject, m.priority, m.author_id, u.name AS author_name, m.created_at FROM ${MESSAGE_SOURCE}`
 
-// The initial copy: the next `limit` messages in id order, and whether more follow. `logged` tells
-// whether any change was logged at or above the copy's watermark: if none was, every row sent is
-// still as it was sent. It asks for the newest entry (one step down the index), not for any entry
-// above the watermark, which the planner would look for by scanning the whole log.
-const snapshotPage = statement<Omit<StateRow, 'n'> & { logged: boolean, more: boolean, last: number | null, part: string | null }>('message_changes_snapshot', sql`
-  WITH s AS MATERIALIZED (${STATE}),
-  page AS MATERIALIZED (SELECT m.id FROM messages m WHERE m.id > ${sql.placeholder('after')}::bigint ORDER BY m.id LIMIT ${sql.placeholder('limit')}::int + 1),
-  taken AS MATERIALIZED (SELECT id, (row_number() OVER (ORDER BY id) - 1) / ${sql.raw(String(ENTRIES_PER_PART))} AS part FROM page ORDER BY id LIMIT ${sql.placeholder('limit')}::int)
-  SELECT q.*, p.part FROM (
-    SELECT s.xmin::text AS xmin, s.epoch::text AS epoch, s.horizon::text AS horizon,
-      coalesce((SELECT max(c.xid) FROM message_changes c) >= coalesce(${sql.placeholder('watermark')}::text::xid8, s.xmin), false) AS logged,
-      (SELECT count(*) FROM page) > ${sql.placeholder('limit')}::int AS more, (SELECT max(id) FROM taken)::float8 AS last
-    FROM s) q
-  LEFT JOIN LATERAL (
-    SELECT t.part AS n, string_agg(${UPSERT}, ',' ORDER BY r.id) AS part FROM taken t CROSS JOIN LATERAL (${MESSAGE_ROW} WHERE m.id = t.id) r
-    GROUP BY t.part) p ON true
-  ORDER BY p.n`)
+// The initial copy: the next `limit` messages in id order, and one more, which tells that more follow
+// and is not sent. `logged` tells whether any change was logged at or above the copy's watermark: if
+// none was, every row sent is still as it was sent. It asks for the newest entry (one step down the
+// index), not for any entry above the watermark, which the planner would look for by scanning the
+// whole log. Rows are rendered as the index scan reads them, into a merge with the state row: no CTE
+// holds them (5.4 ms a page with one, 4.4 without).
+const snapshotPage = rawStatement(sql`
+  WITH s AS MATERIALIZED (${STATE})
+  SELECT 0::bigint AS k, json_build_object(${STATE_JSON},
+      'logged', coalesce((SELECT max(c.xid) FROM message_changes c) >= coalesce(${sql.placeholder('watermark')}::text::xid8, s.xmin), false))::text AS state,
+      NULL AS entry
+    FROM s
+  UNION ALL
+  (SELECT r.id, NULL, ${UPSERT} FROM (${MESSAGE_ROW} WHERE m.id > ${sql.placeholder('after')}::bigint ORDER BY m.id LIMIT ${sql.placeholder('limit')}::int + 1) r)
+  ORDER BY k`)
 
 // Changes: the next `limit` log entries after the position, below xmin; each message they name once,
-// with its content now, or a delete when it is gone. `last_*` is the last entry taken.
-const changesPage = statement<StateRow & { last_xid: string | null, last_id: number | null, part: string | null }>('message_changes_since', sql`
+// with its content now, or a delete when it is gone. `last` is the last entry taken, `n` how many
+// entries were read (one more than the limit when more follow).
+const changesPage = rawStatement(sql`
   WITH s AS MATERIALIZED (${STATE}),
   log AS MATERIALIZED (
     SELECT c.xid, c.id FROM message_changes c
     WHERE (c.xid, c.id) > (${sql.placeholder('xid')}::text::xid8, ${sql.placeholder('id')}::bigint) AND c.xid < (SELECT xmin FROM s)
     ORDER BY c.xid, c.id LIMIT ${sql.placeholder('limit')}::int + 1),
   taken AS MATERIALIZED (SELECT xid, id FROM log ORDER BY xid, id LIMIT ${sql.placeholder('limit')}::int),
-  last AS (SELECT xid, id FROM taken ORDER BY xid DESC, id DESC LIMIT 1),
-  changed AS MATERIALIZED (SELECT id, (row_number() OVER (ORDER BY id) - 1) / ${sql.raw(String(ENTRIES_PER_PART))} AS part FROM (SELECT DISTINCT id FROM taken) d)
-  SELECT q.*, p.part FROM (
-    SELECT s.xmin::text AS xmin, s.epoch::text AS epoch, s.horizon::text AS horizon, (SELECT count(*) FROM log)::int AS n,
-      (SELECT xid::text FROM last) AS last_xid, (SELECT id FROM last)::float8 AS last_id
-    FROM s) q
-  LEFT JOIN LATERAL (
-    SELECT c.part AS n, string_agg(CASE WHEN r.id IS NULL THEN '{"op":"delete","id":' || c.id::text || '}' ELSE ${UPSERT} END, ',' ORDER BY c.id) AS part
-    FROM changed c LEFT JOIN LATERAL (${MESSAGE_ROW} WHERE m.id = c.id) r ON true
-    GROUP BY c.part) p ON true
-  ORDER BY p.n`)
+  last AS (SELECT xid, id FROM taken ORDER BY xid DESC, id DESC LIMIT 1)
+  SELECT 0::bigint AS k, json_build_object(${STATE_JSON}, 'n', (SELECT count(*) FROM log),
+      'lastXid', (SELECT xid::text FROM last), 'lastId', (SELECT id FROM last)::float8)::text AS state, NULL AS entry
+    FROM s
+  UNION ALL
+  SELECT c.id, NULL, CASE WHEN r.id IS NULL THEN '{"op":"delete","id":' || c.id::text || '}' ELSE ${UPSERT} END
+    FROM (SELECT DISTINCT id FROM taken) c LEFT JOIN LATERAL (${MESSAGE_ROW} WHERE m.id = c.id) r ON true
+  ORDER BY k`)
+
+const DATA_START = Buffer.from('{"data":[')
+const COMMA = Buffer.from(',')
+const EMPTY = Buffer.alloc(0)
+
+/**
+ * A rendered page: its state, parsed, and its first `limit` entries joined by commas; `more` when the
+ * statement rendered one beyond them. Joined at once into one buffer: a page read ahead held as its
+ * thousands of row views outlives young-generation collections, which then cost more than the copy.
+ */
+function page<State extends PageState> (rows: RawRow[], limit: number): { state: State, data: Buffer, last: number | undefined, more: boolean } {
+  const head = rows[0]?.[1]
+  if (head == null) throw new Error('sync_state has no row')
+  const count = Math.min(rows.length - 1, limit)
+  const list: Buffer[] = []
+  for (let i = 1; i <= count; i++) {
+    if (i > 1) list.push(COMMA)
+    list.push(rows[i]![2]!)
+  }
+  const lastKey = count > 0 ? rows[count]![0] : undefined
+  return {
+    state: JSON.parse(head.toString()) as State,
+    data: Buffer.concat(list),
+    last: lastKey == null ? undefined : Number(lastKey.toString()),
+    more: rows.length - 1 > limit
+  }
+}
 
 // A poll usually finds nothing: the state and the newest logged transaction, one shared read for
 // every poll waiting (sharedRead), answer it without reading the log.
@@ -109,22 +134,11 @@ export interface MessageChangesOptions {
 
 const later = (a: string, b: string) => BigInt(a) > BigInt(b)
 
+/** How far ahead of this instance's clock another instance's may be. */
+const CLOCK_SKEW_MS = 3_600_000
+
 /** A page of the initial copy, rendered. */
-interface CopyPage { xmin: string, epoch: string, horizon: string, logged: boolean, data: Buffer[], last: number, more: boolean }
-
-const DATA_START = Buffer.from('{"data":[')
-const COMMA = Buffer.from(',')
-
-/** The entries of a page as bytes, parts joined by commas. */
-function parts (rows: Array<{ part: string | null }>): Buffer[] {
-  const buffers: Buffer[] = []
-  for (const { part } of rows) {
-    if (part === null) continue
-    if (buffers.length > 0) buffers.push(COMMA)
-    buffers.push(Buffer.from(part))
-  }
-  return buffers
-}
+interface CopyPage extends PageState { logged: boolean, data: Buffer, last: number, more: boolean }
 
 // The initial copy is read ahead: a client walking it asks for the next page as soon as it has this
 // one, and the database reads the following pages while the client receives and applies this one.
@@ -142,7 +156,14 @@ function createReadAhead () {
 
   function start (prefix: string, watermark: string, after: number, read: ReadPage, depth: number): void {
     const key = `${prefix}.${watermark}.${after}`
-    if (depth <= 0 || waiting.has(key)) return
+    if (depth <= 0) return
+    // A page already read, or being read, extends the chain from where it ends, so the database
+    // always works `depth` pages ahead of the client and never waits for it.
+    const known = waiting.get(key)
+    if (known !== undefined) {
+      void known.page.then((found) => { if (found?.more === true) start(prefix, watermark, found.last, read, depth - 1) })
+      return
+    }
     for (const oldest of waiting.keys()) {
       if (waiting.size < READ_AHEAD_PAGES) break
       waiting.delete(oldest)
@@ -172,9 +193,9 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
   const retentionMs = options.retentionHours * 3_600_000
   const readAhead = createReadAhead()
 
-  function answer (epoch: string, data: Buffer[], next: SyncPosition, hasMore: boolean): Buffer {
+  function answer (epoch: string, data: Buffer, next: SyncPosition, hasMore: boolean): Buffer {
     const token = encodeSyncToken({ epoch, issuedAt: Date.now(), position: next })
-    return Buffer.concat([DATA_START, ...data, Buffer.from(`],"next":"${token}","hasMore":${String(hasMore)}}`)])
+    return Buffer.concat([DATA_START, data, Buffer.from(`],"next":"${token}","hasMore":${String(hasMore)}}`)])
   }
 
   /** Where a client stands once it has every entry below `xmin`: never behind where it stood. */
@@ -187,18 +208,8 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
   }
 
   async function readCopy (target: Database, watermark: string | undefined, after: number, limit: number): Promise<CopyPage> {
-    const rows = await snapshotPage(target, { after, limit, watermark: watermark ?? null })
-    const row = rows[0]
-    if (row === undefined) throw new Error('sync_state has no row')
-    return {
-      xmin: row.xmin,
-      epoch: row.epoch,
-      horizon: row.horizon,
-      logged: row.logged,
-      data: parts(rows),
-      last: row.last ?? after,
-      more: row.more
-    }
+    const { state, data, last, more } = page<PageState & { logged: boolean }>(await snapshotPage(target, { after, limit, watermark: watermark ?? null }), limit)
+    return { ...state, data, last: last ?? after, more }
   }
 
   async function snapshot (target: Database, epoch: string | undefined, watermark: string | undefined, after: number, limit: number): Promise<Buffer> {
@@ -222,14 +233,11 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
   async function changes (target: Database, epoch: string, position: ChangesPosition, limit: number): Promise<Buffer> {
     const head = await readHead(target)
     checkValid(epoch, position.xid, head)
-    if (head.newest === null || later(position.xid, head.newest)) return answer(head.epoch, [], caughtUp(position, head.xmin), false)
-    const rows = await changesPage(target, { xid: position.xid, id: position.id, limit })
-    const state = rows[0]
-    if (state === undefined) throw new Error('sync_state has no row')
+    if (head.newest === null || later(position.xid, head.newest)) return answer(head.epoch, EMPTY, caughtUp(position, head.xmin), false)
+    const { state, data } = page<PageState & { n: number, lastXid: string | null, lastId: number | null }>(await changesPage(target, { xid: position.xid, id: position.id, limit }), limit)
     checkValid(epoch, position.xid, state)
-    const data = parts(rows)
-    if (state.n > limit && state.last_xid !== null && state.last_id !== null) {
-      return answer(state.epoch, data, { kind: 'changes', xid: state.last_xid, id: state.last_id }, true)
+    if (state.n > limit && state.lastXid !== null && state.lastId !== null) {
+      return answer(state.epoch, data, { kind: 'changes', xid: state.lastXid, id: state.lastId }, true)
     }
     return answer(state.epoch, data, caughtUp(position, state.xmin), false)
   }
@@ -239,7 +247,10 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     read (since: string | undefined, limit: number): Promise<Buffer> {
       if (since === undefined) return read((target) => snapshot(target, undefined, undefined, 0, limit))
       const token = decodeSyncToken(since)
-      if (Date.now() - token.issuedAt > retentionMs) throw new SyncTokenExpiredError()
+      const age = Date.now() - token.issuedAt
+      // No answer was made in the future: such a token was altered (clocks of instances may differ a little).
+      if (age < -CLOCK_SKEW_MS) throw new InvalidSyncTokenError()
+      if (age > retentionMs) throw new SyncTokenExpiredError()
       const { position } = token
       return read((target) => position.kind === 'snapshot'
         ? snapshot(target, token.epoch, position.watermark, position.after, limit)
