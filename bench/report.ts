@@ -20,7 +20,8 @@ export interface RowReport {
   name: string
   results: Partial<Record<Target, Measurement>>
   /** A row measured against another row of the same run: the service's ratio must reach `target`. */
-  reference?: { key: string, target: number }
+  /** The row this one is compared with, its ratio's target, and that row measured again just before this one. */
+  reference?: { key: string, target: number, measured?: Measurement }
 }
 
 export interface Machine {
@@ -127,12 +128,12 @@ export function renderMarkdown (report: BenchReport): string {
   }
   const referenced = report.rows.filter((row) => row.reference !== undefined)
   if (referenced.length > 0) {
-    lines.push('', 'Rows measured against another row of this run (service):', '',
+    lines.push('', 'Rows measured against another row of this run (service), that row measured again just before each:', '',
       '| Row | Service req/s | p99 ms | Reference row | Reference req/s | Ratio | Target | Met |', '|---|---:|---:|---|---:|---:|---:|---|')
     for (const row of referenced) {
       const against = report.rows.find((r) => r.key === row.reference!.key)
       const m = row.results.service
-      const ref = against?.results.service
+      const ref = row.reference!.measured ?? against?.results.service
       const value = m !== undefined && ref !== undefined && ref.rps > 0 ? m.rps / ref.rps : undefined
       lines.push(`| ${row.name} | ${m === undefined ? '—' : int(m.rps)} | ${m === undefined ? '—' : ms(m.p99)} | ${against?.name ?? row.reference!.key} | ` +
         `${ref === undefined ? '—' : int(ref.rps)} | ${ratio(m, ref)} | ≥ ${row.reference!.target}× | ${value === undefined ? '—' : value >= row.reference!.target ? 'yes' : 'no'} |`)

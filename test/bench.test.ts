@@ -33,7 +33,8 @@ t.test('the Markdown table shows ratios, failures and the machine', async (t) =>
 t.test('the delta sync table follows the reference table, and its problems are failures', async (t) => {
   const markdown = renderMarkdown({
     ...report,
-    rows: [...report.rows, { key: 'sync-poll', name: 'delta sync poll', results: { service: measurement(27_000) }, reference: { key: 'health', target: 0.8 } }],
+    rows: [...report.rows, { key: 'sync-poll', name: 'delta sync poll', results: { service: measurement(27_000) }, reference: { key: 'health', target: 0.8 } },
+      { key: 'gzip-25', name: 'gzip page', results: { service: measurement(18_000) }, reference: { key: 'health', target: 1.2, measured: measurement(20_000) } }],
     sync: {
       initial: { limit: 1000, messages: 1_000_000, calls: 1001, seconds: 12.5, messagesPerSecond: 80_000, walks: [78_500.4, 80_000, 91_200], peakRssMb: 180, target: 100_000 },
       writes: { count: 1000, seconds: 1.2 },
@@ -45,6 +46,7 @@ t.test('the delta sync table follows the reference table, and its problems are f
     }
   })
   t.match(markdown, '| delta sync poll | 27,000 | 12.0 | GET /health | 30,000 | 0.90× | ≥ 0.8× | yes |')
+  t.match(markdown, '| gzip page | 18,000 | 12.0 | GET /health | 20,000 | 0.90× | ≥ 1.2× | no |', 'against the reference measured again just before')
   t.ok(markdown.indexOf('| delta sync poll | 27,000 | 12.0 |') < markdown.indexOf('Delta sync, service only'), 'after the reference table')
   t.match(markdown, '| Full initial sync, limit 1000 (median of 3 walks: 78,500, 80,000, 91,200/s) | 1,000,000 | 1,001 | 12.50 s | 80,000 | 180 | ≥ 100,000 messages/s | no |')
   t.match(markdown, '| Catch-up after 1,000 API writes, limit 100 | 1,000 | 10 | 42.3 ms (median of 5: 30.5 ms) | 23,669 | — | — | — |')
