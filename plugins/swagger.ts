@@ -1,8 +1,8 @@
 // swagger: the OpenAPI document built from the routes' own schemas, and Swagger UI at /api-docs.
-import { STATUS_CODES } from 'node:http'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import fp from 'fastify-plugin'
+import { documentOperation, finishDocument } from '../src/lib/openapi.js'
 
 export interface SwaggerPluginOptions {
   title: string
@@ -10,6 +10,11 @@ export interface SwaggerPluginOptions {
   description?: string
   /** Where Swagger UI is served; the document is at `<routePrefix>/json` (default /api-docs). */
   routePrefix?: string
+  /**
+   * The development identity provider's sign-in (CONTRACT 3), when it is the one in use: Swagger UI
+   * then signs in by itself, with the authorization-code flow and PKCE, as the client `clientId`.
+   */
+  signIn?: { authorizationUrl: string, tokenUrl: string, clientId: string }
 }
 
 const DESCRIPTION = [
@@ -17,8 +22,13 @@ const DESCRIPTION = [
   '',
   'Protected operations (shown locked) need `Authorization: Bearer <access token>`: an RS256 JWT from the',
   'identity provider for this API\'s audience. Locally, mint one with `npm run token -- --sub alice --role Admin`',
-  'and paste it under **Authorize**. Every error body has the shape of the `Error` schema.'
+  'and paste it under **Authorize**. Every error body has the shape of the `ErrorBody` schema.',
+  '',
+  'Every operation may also answer 500; every one but the probes 429 (the per-caller rate limit, with',
+  '`Retry-After`) and 503 (shed under overload, with `Retry-After`), and sends the `X-RateLimit-*` headers.'
 ].join('\n')
+
+const SIGN_IN = 'devSignIn'
 
 const TAGS = [
   { name: 'health', description: 'Liveness and readiness probes' },
@@ -30,50 +40,6 @@ const TAGS = [
   { name: 'weather', description: 'Proxy to the upstream weather service' }
 ]
 
-// Used where a route gives a response no description of its own (CONTRACT 8 / SPEC 7.2 wording).
-const RESPONSE_DESCRIPTIONS: Record<string, string> = {
-  400: 'Validation failed, or a malformed request',
-  401: 'Invalid or missing token',
-  403: 'Insufficient permissions',
-  404: 'Not found',
-  413: 'Request body too large',
-  415: 'Unsupported media type',
-  429: 'Too many requests',
-  500: 'Internal server error',
-  502: 'An upstream service failed or could not be reached',
-  503: 'Service unavailable',
-  '3XX': 'Redirection',
-  '4XX': 'Client error',
-  '5XX': 'Server error'
-}
-
-const ERROR_REF = '#/components/schemas/Error'
-
-interface Media { schema?: { $ref?: string }, example?: unknown, examples?: unknown }
-interface Operation { responses?: Record<string, { description?: string, content?: Record<string, Media> }> }
-
-/**
- * Every response gets a description, and every error response other than 400 an example of its
- * own: the Error schema's single example is a validation failure, which would mislead on a 401.
- */
-function documentResponses<T extends object> (document: T): T {
-  const paths = (document as { paths?: Record<string, Record<string, Operation>> }).paths ?? {}
-  for (const pathItem of Object.values(paths)) {
-    for (const operation of Object.values(pathItem)) {
-      for (const [status, response] of Object.entries(operation.responses ?? {})) {
-        if (response.description === 'Default Response') {
-          response.description = RESPONSE_DESCRIPTIONS[status] ?? STATUS_CODES[status] ?? 'Response'
-        }
-        const media = response.content?.['application/json']
-        if (status !== '400' && media?.schema?.$ref === ERROR_REF && media.example === undefined && media.examples === undefined) {
-          media.example = { error: response.description }
-        }
-      }
-    }
-  }
-  return document
-}
-
 export default fp<SwaggerPluginOptions>(async function swaggerPlugin (app, opts) {
   const routePrefix = opts.routePrefix ?? '/api-docs'
 
@@ -81,20 +47,48 @@ export default fp<SwaggerPluginOptions>(async function swaggerPlugin (app, opts)
     // 3.1: the schemas are JSON Schema 2020-12, so TypeBox's nullable unions and `examples` stay valid.
     openapi: {
       openapi: '3.1.0',
-      info: { title: opts.title, version: opts.version, description: opts.description ?? DESCRIPTION },
+      info: {
+        title: opts.title,
+        version: opts.version,
+        description: opts.description ?? DESCRIPTION,
+        contact: { name: 'Messages API maintainers' },
+        license: { name: 'MIT', identifier: 'MIT' }
+      },
+      // Relative: the API is where this document is served, whatever name a deployment gives it.
+      servers: [{ url: '/', description: 'The server that serves this document' }],
       tags: TAGS,
       components: {
         securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'RS256 access token for this API\'s audience' }
+          bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'RS256 access token for this API\'s audience' },
+          ...(opts.signIn === undefined
+            ? {}
+            : {
+                [SIGN_IN]: {
+                  type: 'oauth2',
+                  description: 'Development only: sign in at the local identity provider as any subject and role (authorization code with PKCE).',
+                  flows: { authorizationCode: { authorizationUrl: opts.signIn.authorizationUrl, tokenUrl: opts.signIn.tokenUrl, scopes: {} } }
+                }
+              })
         }
       }
     },
-    // Shared schemas keep their $id as the component name: #/components/schemas/Error, not def-0.
+    // Shared schemas keep their $id as the component name: #/components/schemas/ErrorBody, not def-0.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` },
     // A prefixed '/' route answers on /v2/messages and /v2/messages/; document the first, the canonical one.
-    transform: ({ schema, url }) => ({ schema, url: url.length > 1 ? url.replace(/\/+$/, '') : url }),
-    transformObject: (document) => 'openapiObject' in document ? documentResponses(document.openapiObject) : document.swaggerObject
+    transform: ({ schema, url, route }) => ({ schema: documentOperation(schema, route, { alsoSignIn: opts.signIn === undefined ? undefined : SIGN_IN }), url: url.length > 1 ? url.replace(/\/+$/, '') : url }),
+    transformObject: (document) => 'openapiObject' in document ? finishDocument(document.openapiObject) : document.swaggerObject
   })
+
+  if (opts.signIn !== undefined) {
+    // The sign-in popup goes to the identity provider and comes back to static/oauth2-redirect.html,
+    // which hands the code to the page that opened it through window.opener. Cross-Origin-Opener-Policy
+    // same-origin (helmet's) would sever that link on the way back, so the docs pages drop it while
+    // the development sign-in is on.
+    app.addHook('onRequest', function (request, reply, done) {
+      if (request.url.startsWith(routePrefix)) reply.header('cross-origin-opener-policy', 'unsafe-none')
+      done()
+    })
+  }
 
   await app.register(swaggerUi, {
     routePrefix,
@@ -110,6 +104,7 @@ export default fp<SwaggerPluginOptions>(async function swaggerPlugin (app, opts)
       displayRequestDuration: true,
       tryItOutEnabled: false
     },
+    ...(opts.signIn === undefined ? {} : { initOAuth: { clientId: opts.signIn.clientId, usePkceWithAuthorizationCodeGrant: true } }),
     // The UI page loads only same-origin scripts and styles (no inline script), so the service-wide
     // helmet policy already fits it; staticCSP would replace that policy with a looser one.
     staticCSP: false

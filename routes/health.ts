@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { DatabaseUnavailableError, ServiceUnavailableError } from '../src/errors.js'
-import { ErrorRef, HealthSchema } from '../src/schemas/common.js'
+import { ErrorRef, HealthSchema, Ref } from '../src/schemas/common.js'
 
 const health: FastifyPluginAsyncTypebox = async function (app) {
   const { pingDatabase, isDraining } = app
@@ -13,9 +13,10 @@ const health: FastifyPluginAsyncTypebox = async function (app) {
     compress: false,
     schema: {
       tags: ['health'],
+      operationId: 'getHealth',
       summary: 'Liveness: the process is up',
       description: 'Never touches the database; `/health/ready` is the readiness check.',
-      response: { 200: HealthSchema }
+      response: { 200: Ref(HealthSchema) }
     }
   }, async function () {
     return { ok: true as const }
@@ -25,9 +26,10 @@ const health: FastifyPluginAsyncTypebox = async function (app) {
     config,
     schema: {
       tags: ['health'],
+      operationId: 'getReadiness',
       summary: 'Readiness: the database answers',
       description: '503 `Database unavailable` while the database does not answer; 503 `Service unavailable` once shutdown has begun.',
-      response: { 200: HealthSchema, 503: ErrorRef }
+      response: { 200: Ref(HealthSchema), 503: ErrorRef }
     }
   }, async function (request) {
     // From the moment a shutdown signal arrives, so a load balancer stops sending traffic.

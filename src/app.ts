@@ -24,11 +24,7 @@ import moviesRoutes from '../routes/movies/index.js'
 import usersRoutes from '../routes/users/index.js'
 import weatherRoutes from '../routes/weather/index.js'
 import type { AppConfig } from './config.js'
-import { PaginationSchema } from './lib/pagination.js'
-import { ErrorSchema } from './schemas/common.js'
-import { MessageChangesSchema, MessageSchema } from './schemas/messages.js'
-import { MovieSchema } from './schemas/movies.js'
-import { UserSchema } from './schemas/users.js'
+import { SHARED_SCHEMAS } from './schemas/shared.js'
 
 export interface BuildOptions {
   /** Pino options, or false for no logging. Defaults to JSON lines at config.logLevel. */
@@ -96,12 +92,35 @@ function parseQuery (query: string): Record<string, string> {
   return result
 }
 
-export function loggerOptions (config: AppConfig): FastifyServerOptions['logger'] {
-  return {
+function canResolve (specifier: string): boolean {
+  try {
+    import.meta.resolve(specifier)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * LOG_FORMAT when set; otherwise pino-pretty's lines for a person at a terminal outside production,
+ * and JSON lines wherever a machine reads them (pipes, files, tests, CI, production). pino-pretty is
+ * a development dependency, so where it is not installed the terminal rule keeps JSON lines instead
+ * of failing the start. The defaults read the process; tests pass every input.
+ */
+export function loggerOptions (
+  config: AppConfig,
+  isTTY = process.stdout.isTTY === true,
+  prettyInstalled = canResolve('pino-pretty')
+): FastifyServerOptions['logger'] {
+  const options = {
     level: config.logLevel,
-    // Tokens never reach the logs (CONTRACT 1).
+    // Tokens never reach the logs (CONTRACT 1). Redaction runs here, before either format is written.
     redact: { paths: ['req.headers.authorization', 'req.headers["x-test-user"]', 'req.headers.cookie'], censor: '[redacted]' }
   }
+  const pretty = config.logFormat === undefined ? isTTY && !config.production && prettyInstalled : config.logFormat === 'pretty'
+  if (!pretty) return options
+  // A worker thread formats the lines; colours only when a terminal shows them.
+  return { ...options, transport: { target: 'pino-pretty', options: { colorize: isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
 }
 
 // Fastify takes a hop count at run time but its types do not; the same rule as a function.
@@ -154,7 +173,12 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   // Security headers, then CORS, before anything that can refuse a request (load shedding, auth,
   // the rate limit): a preflight is answered before authentication with the security headers on it,
   // and a browser can read a 503, 401 or 429 and its Retry-After.
-  await app.register(securityPlugin)
+  // CONTRACT 3's provider signs Swagger UI in by itself (its token endpoint is fetched from the page);
+  // a real AUTH_ISSUER documents bearer tokens only.
+  const signIn = config.devIdp && !config.production
+    ? { authorizationUrl: `${config.authIssuer}/authorize`, tokenUrl: `${config.authIssuer}/token`, clientId: 'swagger-ui' }
+    : undefined
+  await app.register(securityPlugin, { connectSources: signIn === undefined ? [] : [new URL(config.authIssuer).origin] })
   // Before CORS: its Vary: Origin is added to the Vary: Accept-Encoding set here.
   await app.register(compressionPlugin)
   if (config.corsOrigins !== undefined) await app.register(corsPlugin, { origins: config.corsOrigins })
@@ -179,8 +203,8 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     poolSize: config.databasePoolSize
   })
 
-  for (const schema of [ErrorSchema, PaginationSchema, MessageSchema, MessageChangesSchema, MovieSchema, UserSchema]) app.addSchema(schema)
-  await app.register(swaggerPlugin, { title: 'Messages API', version: '1.0.0' })
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema)
+  await app.register(swaggerPlugin, { title: 'Messages API', version: '2.0.0', signIn })
 
   await app.register(healthRoutes)
   await app.register(async function v2 (api) {

@@ -18,6 +18,7 @@ const EnvSchema = Type.Object({
   WEATHER_API_URL: Type.String({ pattern: '^https?://[^\\s]+$', default: 'https://api.openweathermap.org/data/2.5/weather' }),
   NODE_ENV: Type.Optional(Type.String()),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { default: 'info' }),
+  LOG_FORMAT: Type.Optional(Type.Union([Type.Literal('json'), Type.Literal('pretty')])),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 6000 }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   DATABASE_READ_URLS: Type.Optional(Type.String({ pattern: '^\\s*postgres(ql)?://[^,\\s]+\\s*(,\\s*postgres(ql)?://[^,\\s]+\\s*)*$' })),
@@ -31,6 +32,9 @@ const EnvSchema = Type.Object({
 })
 
 type Env = Static<typeof EnvSchema>
+
+/** JSON lines for machines, or pino-pretty's lines for a person at a terminal. */
+export type LogFormat = 'json' | 'pretty'
 
 export interface AppConfig {
   port: number
@@ -49,6 +53,8 @@ export interface AppConfig {
   development: boolean
   production: boolean
   logLevel: string
+  /** LOG_FORMAT; undefined: pretty on a terminal outside production, JSON lines everywhere else. */
+  logFormat: LogFormat | undefined
   rateLimitMax: number
   redisUrl: string | undefined
   /** Streaming replicas that serve collection pages, search and single-message reads (CONTRACT 11). */
@@ -83,6 +89,7 @@ const MESSAGES: Record<string, string> = {
   DATABASE_STATEMENT_TIMEOUT_MS: 'must be a non-negative integer (milliseconds)',
   WEATHER_API_URL: 'must be an http(s) URL',
   LOG_LEVEL: 'must be one of fatal, error, warn, info, debug, trace, silent',
+  LOG_FORMAT: 'must be json or pretty',
   RATE_LIMIT_MAX: 'must be a non-negative integer',
   REDIS_URL: 'must start with redis:// or rediss://',
   DATABASE_READ_URLS: 'must be a comma-separated list of postgres:// URLs',
@@ -185,6 +192,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     development: e.NODE_ENV === 'development',
     production,
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
     rateLimitMax: e.RATE_LIMIT_MAX,
     redisUrl: e.REDIS_URL,
     databaseReadUrls,

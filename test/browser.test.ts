@@ -2,6 +2,7 @@ import { mkdir } from 'node:fs/promises'
 import type { Locator, Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { buildApp } from '../src/app.js'
+import type { AppConfig } from '../src/config.js'
 import { chooseBrowser, launchBrowser } from './helpers/browser.js'
 import { testConfig } from './helpers/build.js'
 import { startDevIdp } from './helpers/dev-idp-server.js'
@@ -14,12 +15,12 @@ const ARTIFACTS = 'test-artifacts'
 const AUDIENCE = 'backend-3-messages'
 const EMAIL = 'alice@example.com'
 
-interface Operation { security?: unknown }
+interface Operation { security?: unknown[] }
 interface Document { paths: Record<string, Record<string, Operation>> }
 
-async function startApi (t: Test, issuer: string): Promise<string> {
+async function startApi (t: Test, issuer: string, over: Partial<AppConfig> = {}): Promise<string> {
   const database = await freshDatabase()
-  const app = await buildApp(testConfig({ databaseUrl: database.url, authIssuer: issuer, apiAudience: AUDIENCE }), { logger: false })
+  const app = await buildApp(testConfig({ databaseUrl: database.url, authIssuer: issuer, apiAudience: AUDIENCE, ...over }), { logger: false })
   t.teardown(async () => {
     await app.close()
     await database.drop()
@@ -67,7 +68,7 @@ t.test('Swagger UI in headless Chromium', async (t) => {
 
   const document = await (await fetch(`${api}/api-docs/json`)).json() as Document
   const operations = Object.entries(document.paths).flatMap(([path, item]) =>
-    Object.entries(item).map(([method, op]) => ({ method, path, secured: op.security !== undefined })))
+    Object.entries(item).map(([method, op]) => ({ method, path, secured: (op.security ?? []).length > 0 })))
 
   const choice = await chooseBrowser()
   t.comment(`browser: ${choice.executablePath} (${choice.source})`)
@@ -139,6 +140,37 @@ t.test('Swagger UI in headless Chromium', async (t) => {
     await response.getByText(content).first().waitFor()
     t.pass('message rendered')
     await operation(page, 'get', '/v2/messages').screenshot({ path: `${ARTIFACTS}/messages-200.png` })
+  })
+
+  // In development the document also offers the local provider's sign-in (authorization code with
+  // PKCE): Authorize opens its page in a popup, the developer picks a subject and a role, and the UI
+  // exchanges the code for a token itself.
+  t.test('Authorize signs in through the development identity provider, and Try it out creates a message', async (t) => {
+    const devApi = await startApi(t, issuer, { devIdp: true })
+    await page.goto(`${devApi}/api-docs`)
+    await page.locator('.opblock').first().waitFor()
+    await page.locator('.auth-wrapper button.authorize').click()
+    const modal = page.locator('.modal-ux')
+    const signIn = modal.locator('.auth-container').filter({ hasText: 'devSignIn' })
+    await signIn.waitFor()
+    const opened = page.waitForEvent('popup')
+    await signIn.locator('button.authorize').click()
+    const popup = await opened
+    await popup.locator('#sub').fill('carol')
+    await popup.locator('#role').selectOption('Moderator')
+    await popup.locator('#email').fill('carol@example.com')
+    await popup.screenshot({ path: `${ARTIFACTS}/sign-in.png` })
+    await popup.getByRole('button', { name: 'Sign in' }).click()
+    await signIn.getByText('Authorized').waitFor()
+    t.pass('the dialog says Authorized')
+    await page.screenshot({ path: `${ARTIFACTS}/signed-in.png` })
+    await signIn.locator('button.btn-done').click()
+
+    const response = await tryItOut(page, 'post', '/v2/messages')
+    t.equal((await response.locator('.response-col_status').innerText()).trim(), '201', 'Try it out: 201 Created')
+    await response.getByText('"priority": "high"').first().waitFor()
+    t.pass('the created message is shown')
+    await page.screenshot({ path: `${ARTIFACTS}/signed-in-201.png`, fullPage: true })
   })
 
   t.test('no CSP violation and no script error', async (t) => {

@@ -1,11 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Type } from '@sinclair/typebox'
-import { bearerAuth, ErrorRef } from '../../src/schemas/common.js'
-
-const HelloSchema = Type.Object({
-  message: Type.String({ examples: ['Hello, alice@example.com!'] }),
-  role: Type.String({ examples: ['Admin'] })
-})
+import { bearerAuth, ErrorRef, Ref } from '../../src/schemas/common.js'
+import { HelloSchema } from '../../src/schemas/hello.js'
 
 const hello: FastifyPluginAsyncTypebox = async function (app) {
   app.get('/', {
@@ -13,9 +8,11 @@ const hello: FastifyPluginAsyncTypebox = async function (app) {
     preValidation: app.requireRoleAtLeast('Admin'),
     schema: {
       tags: ['hello'],
+      operationId: 'getHello',
       summary: 'Greet the caller (Admin or higher)',
+      description: 'Answers the caller\'s email (from the token, else the local user record) and role. Below Admin: 403.',
       security: bearerAuth,
-      response: { 200: HelloSchema, 401: ErrorRef, 403: ErrorRef, 502: ErrorRef }
+      response: { 200: Ref(HelloSchema), 401: ErrorRef, 403: ErrorRef, 502: ErrorRef }
     }
   }, async function (request) {
     const user = request.user!

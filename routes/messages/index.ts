@@ -6,14 +6,14 @@ import { ForbiddenError, IdempotencyKeyInProgressError, MissingQueryError, NotFo
 import { found } from '../../src/lib/entity-tag.js'
 import { parseIdempotencyKey, requestFingerprint } from '../../src/lib/idempotency-key.js'
 import { pageLinks } from '../../src/lib/links.js'
-import { clampLimit, pageSchema, readPage } from '../../src/lib/pagination.js'
+import { clampLimit, readPage } from '../../src/lib/pagination.js'
 import { createRepresentationSender, sendJson } from '../../src/lib/representation.js'
 import { messageLocation } from '../../src/repositories/message-row.js'
 import { MESSAGE_SORT_FIELDS, type NewMessage } from '../../src/repositories/messages.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import {
   CreateMessageBody, createdMessageResponse, IdempotencyKeyHeaders, keyInProgressResponse, keyReusedResponse, MessageChangesQuery,
-  MessageChangesSchema, MessageListQuery, MessageSchema, MessageSearchQuery, SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT
+  MessageChangesSchema, MessageListQuery, MessagePageSchema, MessageSchema, MessageSearchQuery, SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT
 } from '../../src/schemas/messages.js'
 
 const messages: FastifyPluginAsyncTypebox = async function (app) {
@@ -28,9 +28,12 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
   app.get('/', {
     schema: {
       tags: ['messages'],
+      operationId: 'listMessages',
       summary: 'List messages (public, paginated, filtered, sorted)',
+      description: 'Pages by number (`page`, `limit`) or by cursor (`after`, `before`); filters combine; invalid pagination values fall back to their defaults. ' +
+        'Answers carry an ETag: send it in If-None-Match to get 304 while the page is unchanged.',
       querystring: MessageListQuery,
-      response: { 200: pageSchema(MessageRef), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
+      response: { 200: Ref(MessagePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
     const query = request.query
@@ -41,9 +44,11 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
   app.get('/search', {
     schema: {
       tags: ['messages'],
+      operationId: 'searchMessages',
       summary: 'Search messages by text in content or subject (public, paginated like the list)',
+      description: 'Case-insensitive substring match of `q` in content or subject; a missing or blank `q` is 400.',
       querystring: MessageSearchQuery,
-      response: { 200: pageSchema(MessageRef), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
+      response: { 200: Ref(MessagePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
     const query = request.query
@@ -57,6 +62,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
   app.get('/changes', {
     schema: {
       tags: ['messages'],
+      operationId: 'getMessageChanges',
       summary: 'Changes since a sync token (public): a copy of every message first, then creations, changes and deletions',
       description: 'Call without `since` to start: every message comes as an `upsert`, in id order, over as many calls as it takes. ' +
         'Apply each answer (upsert and delete by id) and call again with `next` while `hasMore` is true; when it is false, ' +
@@ -73,7 +79,9 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
   app.get('/:id', {
     schema: {
       tags: ['messages'],
+      operationId: 'getMessage',
       summary: 'Get one message',
+      description: 'The message with its author. Answers carry an ETag for conditional requests (If-None-Match: 304).',
       params: IdParams,
       response: { 200: MessageRef, 304: NotModified, 400: ErrorRef, 404: ErrorRef, 500: ErrorRef }
     }
@@ -100,12 +108,13 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     },
     schema: {
       tags: ['messages'],
+      operationId: 'createMessage',
       summary: 'Create a message as the caller',
       description: 'With an `Idempotency-Key`, a retry of the same request is answered with the first 201, byte for byte, ' +
         'and creates nothing (see the header parameter).',
       security: bearerAuth,
       headers: IdempotencyKeyHeaders,
-      body: CreateMessageBody,
+      body: Ref(CreateMessageBody),
       response: {
         201: createdMessageResponse(MessageRef),
         400: ErrorRef,
@@ -134,7 +143,9 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     onRequest: app.authenticate,
     schema: {
       tags: ['messages'],
+      operationId: 'deleteMessage',
       summary: 'Delete a message (its author, or Moderator or higher)',
+      description: 'Only the author may delete, or a caller ranked Moderator or higher; anyone else gets 403.',
       security: bearerAuth,
       params: IdParams,
       response: { 204: Type.Null({ description: 'Deleted' }), 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 404: ErrorRef, 502: ErrorRef }

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { pageLinks } from '../../src/lib/links.js'
-import { pageSchema, readPage } from '../../src/lib/pagination.js'
+import { readPage } from '../../src/lib/pagination.js'
 import { createRepresentationSender } from '../../src/lib/representation.js'
 import { MOVIE_SORT_FIELDS } from '../../src/repositories/movies.js'
 import { ErrorRef, NotModified, Ref } from '../../src/schemas/common.js'
-import { MovieListQuery, MovieSchema } from '../../src/schemas/movies.js'
+import { MovieListQuery, MoviePageSchema } from '../../src/schemas/movies.js'
 
 const movies: FastifyPluginAsyncTypebox = async function (app) {
   const { moviesRepository } = app
@@ -13,10 +13,11 @@ const movies: FastifyPluginAsyncTypebox = async function (app) {
   app.get('/', {
     schema: {
       tags: ['movies'],
+      operationId: 'listMovies',
       summary: 'List movies (the reference collection: paginated, filtered, sorted)',
       description: 'Filters combine freely; a filter with an invalid value is 400. Invalid pagination parameters fall back to their defaults.',
       querystring: MovieListQuery,
-      response: { 200: pageSchema(Ref(MovieSchema)), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
+      response: { 200: Ref(MoviePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
     const query = request.query

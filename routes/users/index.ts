@@ -4,12 +4,12 @@ import { hasRoleAtLeast } from '../../src/auth/roles.js'
 import { ForbiddenError } from '../../src/errors.js'
 import { found } from '../../src/lib/entity-tag.js'
 import { pageLinks } from '../../src/lib/links.js'
-import { pageSchema, readPage } from '../../src/lib/pagination.js'
+import { readPage } from '../../src/lib/pagination.js'
 import { callerScope, createRepresentationSender } from '../../src/lib/representation.js'
 import type { LocalUser } from '../../src/repositories/users.js'
 import { USER_SORT_FIELDS } from '../../src/repositories/users.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
-import { UserListQuery, UserSchema } from '../../src/schemas/users.js'
+import { UserListQuery, UserPageSchema, UserSchema } from '../../src/schemas/users.js'
 
 const exists = (user: LocalUser | null) => user !== null
 
@@ -27,7 +27,9 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
   app.get('/me', {
     schema: {
       tags: ['users'],
+      operationId: 'getCurrentUser',
       summary: "The caller's local user record (created on first call)",
+      description: 'The first authenticated request of a subject creates its local record from the token and the identity provider\'s userinfo (502 when that fails).',
       security: bearerAuth,
       response: { 200: UserRef, 304: NotModified, 401: ErrorRef, 502: ErrorRef }
     }
@@ -39,10 +41,12 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
     preValidation: app.requireRoleAtLeast('Admin'),
     schema: {
       tags: ['users'],
+      operationId: 'listUsers',
       summary: 'List local users (Admin or higher)',
+      description: 'Paginated, filtered by role, sorted like every collection. Below Admin: 403.',
       security: bearerAuth,
       querystring: UserListQuery,
-      response: { 200: pageSchema(UserRef), 304: NotModified, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 500: ErrorRef }
+      response: { 200: Ref(UserPageSchema), 304: NotModified, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
     const query = request.query
@@ -53,7 +57,9 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
   app.get('/:id', {
     schema: {
       tags: ['users'],
+      operationId: 'getUser',
       summary: 'One local user (the caller, or anyone for Admin or higher)',
+      description: 'Below Admin, any id but the caller\'s own is 403, whether or not it exists.',
       security: bearerAuth,
       params: IdParams,
       response: { 200: UserRef, 304: NotModified, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 404: ErrorRef, 502: ErrorRef }

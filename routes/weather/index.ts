@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { MissingQueryError, NotConfiguredError } from '../../src/errors.js'
 import { createWeatherClient, type WeatherClient } from '../../src/lib/weather-client.js'
-import { bearerAuth, ErrorRef } from '../../src/schemas/common.js'
+import { bearerAuth, ErrorRef, Ref } from '../../src/schemas/common.js'
+import { WeatherSchema } from '../../src/schemas/weather.js'
 
 export interface WeatherRoutesOptions {
   /** WEATHER_API_KEY; unset or blank makes every route of the router answer 500. */
@@ -18,28 +19,9 @@ const CITY = { maxLength: 200, description: 'City name, optionally with a countr
 const WeatherQuery = Type.Object({ city: Type.Optional(Type.String(CITY)) })
 const WeatherParams = Type.Object({ city: Type.String(CITY) })
 
-// The upstream JSON is passed through untouched, so no property is declared (the serializer
-// would otherwise drop or coerce members).
-const WeatherSchema = Type.Object({}, {
-  additionalProperties: true,
-  description: 'The weather upstream\'s JSON, unchanged',
-  examples: [{
-    coord: { lon: -0.1257, lat: 51.5085 },
-    weather: [{ id: 803, main: 'Clouds', description: 'broken clouds', icon: '04d' }],
-    main: { temp: 14.2, feels_like: 13.6, temp_min: 12.9, temp_max: 15.3, pressure: 1012, humidity: 72 },
-    wind: { speed: 4.1, deg: 240 },
-    dt: 1767268800,
-    sys: { country: 'GB', sunrise: 1767254400, sunset: 1767283200 },
-    timezone: 0,
-    id: 2643743,
-    name: 'London',
-    cod: 200
-  }]
-})
-
 // 3xx/4xx/5xx other than the named ones are upstream statuses mirrored with { error } (SPEC 4.8).
 const responses = {
-  200: WeatherSchema,
+  200: Ref(WeatherSchema),
   '3xx': ErrorRef,
   400: ErrorRef,
   401: ErrorRef,
@@ -76,7 +58,9 @@ const weather: FastifyPluginAsyncTypebox<WeatherRoutesOptions> = async function 
     onRequest: app.authenticate,
     schema: {
       tags: ['weather'],
+      operationId: 'getWeather',
       summary: 'Current weather for a city given in the query',
+      description: 'The upstream\'s JSON for `city`, unchanged. A missing or blank `city` is 400; an upstream failure is mirrored or 502.',
       security: bearerAuth,
       querystring: WeatherQuery,
       response: responses
@@ -89,7 +73,9 @@ const weather: FastifyPluginAsyncTypebox<WeatherRoutesOptions> = async function 
     onRequest: app.authenticate,
     schema: {
       tags: ['weather'],
+      operationId: 'getCityWeather',
       summary: 'Current weather for a city given in the path',
+      description: 'The upstream\'s JSON for the city, unchanged; an upstream failure is mirrored or 502.',
       security: bearerAuth,
       params: WeatherParams,
       response: responses

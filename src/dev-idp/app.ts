@@ -1,11 +1,15 @@
 import { STATUS_CODES } from 'node:http'
+import cors from '@fastify/cors'
+import formbody from '@fastify/formbody'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { Ajv } from 'ajv'
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { validationDetails } from '../lib/validation.js'
 import { DEFAULT_KEYS_DIR, loadOrCreateKeys, type DevIdpKeys } from './keys.js'
-import { createTokenSigner, TokenRequestSchema, verifyOwnToken, type TokenSignerOptions } from './tokens.js'
+import { createCodeStore, createOriginPolicy, type OriginPolicy } from './oauth.js'
+import { bodyTypeConstraint, registerOAuthRoutes } from './oauth-routes.js'
+import { createTokenSigner, TokenRequestSchema, TokenResponseSchema, verifyOwnToken, type TokenSignerOptions } from './tokens.js'
 
 export { DEFAULT_KEYS_DIR, KEYS_FILE, loadOrCreateKeys, type DevIdpKeys } from './keys.js'
 export {
@@ -18,6 +22,16 @@ export interface DevIdpOptions extends TokenSignerOptions {
   dataDir?: string
   /** Pino-compatible logger; none when omitted. */
   logger?: FastifyBaseLogger
+  /**
+   * Browser origins (`http://localhost:3001`) that may call /token, the key set and userinfo across
+   * origins (CORS), and receive authorization codes at a redirect_uri. Default: any http origin on a
+   * loopback host (localhost, 127.0.0.1, [::1]), any port.
+   */
+  allowedOrigins?: string[]
+  /** How long an authorization code can be exchanged, in milliseconds (default 60 000). */
+  authorizationCodeTtlMs?: number
+  /** How many authorization codes may be outstanding; past it the oldest is dropped (default 1000). */
+  maxAuthorizationCodes?: number
 }
 
 const ErrorBody = Type.Object({ error: Type.String(), details: Type.Optional(Type.Array(Type.String())) })
@@ -29,12 +43,6 @@ const JwksSchema = Type.Object({
 })
 
 const UserinfoSchema = Type.Object({ sub: Type.String(), email: Type.String(), name: Type.String(), role: Type.String() })
-
-const TokenResponseSchema = Type.Object({
-  access_token: Type.String(),
-  token_type: Type.Literal('Bearer'),
-  expires_in: Type.Integer()
-})
 
 const INVALID_TOKEN = 'Invalid or missing token'
 const BEARER = /^Bearer ([^\s]+)$/i
@@ -61,6 +69,32 @@ function handleError (error: FastifyError, request: FastifyRequest, reply: Fasti
   if (status >= 400 && status < 500) return reply.code(status).send({ error: STATUS_CODES[status] ?? 'Bad request' })
   request.log.error({ err: error }, 'dev identity provider request failed')
   return reply.code(500).send({ error: 'Internal server error' })
+}
+
+// Only what a browser client needs across origins; the sign-in page is navigated to, never fetched.
+const CORS_PATHS = new Set(['/token', '/.well-known/jwks.json', '/v2/oauth/userinfo'])
+// Swagger UI sends X-Requested-With with its token request; userinfo needs Authorization.
+const CORS_ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'X-Requested-With']
+
+async function registerCors (idp: FastifyInstance, allowed: OriginPolicy): Promise<void> {
+  await idp.register(cors, {
+    // Resolving origin false sends no CORS header, and a preflight falls through to the not-found
+    // handler (404), for an origin that is not allowed and for every other path.
+    delegator (request, callback) {
+      const origin = request.headers.origin
+      const path = request.url.split('?', 1)[0] ?? ''
+      const admitted = origin !== undefined && CORS_PATHS.has(path) && allowed(origin)
+      callback(null, {
+        origin: admitted ? origin : false,
+        methods: ['GET', 'POST'],
+        allowedHeaders: CORS_ALLOWED_HEADERS,
+        maxAge: 600,
+        credentials: false,
+        // Strict mode would answer 400 in text/plain.
+        strictPreflight: false
+      })
+    }
+  })
 }
 
 // Same Ajv settings as the API: no coercion of JSON bodies, every failing field reported.
@@ -105,20 +139,27 @@ function registerRoutes (idp: FastifyInstance, keys: DevIdpKeys, options: TokenS
  * the API reaches it over HTTP exactly as it would reach an external provider.
  */
 export async function buildDevIdp (options: DevIdpOptions): Promise<FastifyInstance> {
+  const allowed = createOriginPolicy(options.allowedOrigins)
+  const codes = createCodeStore({ ttlMs: options.authorizationCodeTtlMs, maxCodes: options.maxAuthorizationCodes })
   const keys = await loadOrCreateKeys(options.dataDir ?? DEFAULT_KEYS_DIR)
   const idp = Fastify({
     ...(options.logger === undefined ? { logger: false } : { loggerInstance: options.logger }),
     bodyLimit: 16 * 1024,
+    routerOptions: { constraints: { bodyType: bodyTypeConstraint } },
     // A malformed URL never reaches the error handler otherwise, and Fastify's own body names its internals.
     frameworkErrors: handleError
   })
-  // JSON only, as on the API: a text body is 415, not a validation error.
+  // JSON, and form bodies for the OAuth routes; a text body is 415, not a validation error.
   idp.removeContentTypeParser(['text/plain'])
+  await idp.register(formbody)
+  await registerCors(idp, allowed)
   idp.setValidatorCompiler(compileValidator)
   idp.setErrorHandler(handleError)
   idp.setNotFoundHandler(async function (request, reply) {
     return await reply.code(404).send({ error: 'Not found' })
   })
-  registerRoutes(idp, keys, { issuer: options.issuer, audience: options.audience })
+  const signer = { issuer: options.issuer, audience: options.audience }
+  registerRoutes(idp, keys, signer)
+  registerOAuthRoutes(idp, { sign: createTokenSigner(keys, signer), codes, allowed })
   return idp
 }

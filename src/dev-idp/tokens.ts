@@ -15,6 +15,13 @@ export const TokenRequestSchema = Type.Object({
 })
 export type TokenRequest = Static<typeof TokenRequestSchema>
 
+/** The answer of POST /token, for a JSON request and for an authorization code alike (RFC 6749 5.1). */
+export const TokenResponseSchema = Type.Object({
+  access_token: Type.String(),
+  token_type: Type.Literal('Bearer'),
+  expires_in: Type.Integer()
+})
+
 export interface TokenSignerOptions {
   /** The `iss` of every token, without a trailing slash. */
   issuer: string

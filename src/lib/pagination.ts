@@ -3,7 +3,7 @@ import { Type, type TProperties, type TSchema } from '@sinclair/typebox'
 import { asc, desc, type SQL } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
 import { InvalidCursorError, RetrieveFailedError } from '../errors.js'
-import { Ref } from '../schemas/common.js'
+import { DOCUMENTED_ENUM, Ref } from '../schemas/common.js'
 import type { Revalidated } from './entity-tag.js'
 
 // The collection convention of SPEC 4.9 and CONTRACT 7/10, implemented once. Each collection
@@ -73,13 +73,21 @@ export interface Page<T> {
   pagination: Pagination
 }
 
-// Pagination parameters stay strings in the schema: SPEC 4.9 says bad values fall back, never fail.
+/**
+ * A number a generated client passes as a number, which any text also satisfies: SPEC 4.9 says a bad
+ * page or limit falls back, never fails. The string comes first, so Ajv never coerces a value it
+ * then refuses (an integer branch first turns "0" into 0, which the string branch no longer takes).
+ */
+export const LenientInteger = (integer: { minimum: number, maximum?: number, default: number }, description: string) =>
+  Type.Union([Type.String(), Type.Integer(integer)], { description, examples: [integer.default] })
+
 function paginationProperties (sortFields: readonly string[]) {
   return {
-    page: Type.Optional(Type.String({ description: 'Page number, from 1. Invalid or below 1: 1.', examples: ['1'] })),
-    limit: Type.Optional(Type.String({ description: `Page size, clamped into 1..${MAX_LIMIT}. Missing or invalid: ${DEFAULT_LIMIT}.`, examples: [String(DEFAULT_LIMIT)] })),
-    sort: Type.Optional(Type.String({ description: `Sort field: one of ${sortFields.join(', ')}. Anything else: id.`, examples: ['id'] })),
-    order: Type.Optional(Type.String({ description: 'desc for descending; any other value: asc.', examples: ['asc'] })),
+    page: Type.Optional(LenientInteger({ minimum: 1, default: DEFAULT_PAGE }, 'Page number, from 1. Invalid or below 1: 1.')),
+    limit: Type.Optional(LenientInteger({ minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT },
+      `Page size, clamped into 1..${MAX_LIMIT}. Missing or invalid: ${DEFAULT_LIMIT}.`)),
+    sort: Type.Optional(Type.String({ description: 'Sort field. Anything else: id.', examples: ['id'], [DOCUMENTED_ENUM]: sortFields })),
+    order: Type.Optional(Type.String({ description: 'desc for descending; any other value: asc.', examples: ['asc'], [DOCUMENTED_ENUM]: ['asc', 'desc'] })),
     after: Type.Optional(Type.String({
       maxLength: MAX_CURSOR_LENGTH,
       description: 'A cursor (pagination.nextCursor): answers the items that follow it. Overrides page. Valid only with the sort, order, filters and search term it was issued for.'
@@ -111,21 +119,25 @@ export const PaginationSchema = Type.Object({
   examples: [{ page: 1, limit: 25, total: 120, totalPages: 5, nextCursor: 'eyJjIjoibWVzc2FnZXMiLCJzIjoiaWQiLCJvIjoiYXNjIiwiZiI6IiIsImsiOm51bGwsImkiOjI1fQ', prevCursor: null }]
 })
 
-/** The 200 body of a collection: only `data` and `pagination` at the top level (CONTRACT 7). */
-export function pageSchema<T extends TSchema> (item: T) {
-  return Type.Object({ data: Type.Array(item), pagination: Ref(PaginationSchema) })
+/**
+ * The 200 body of a collection, a shared schema named `name` (register it with addSchema): only `data`
+ * and `pagination` at the top level (CONTRACT 7). `item` is the shared schema of one item.
+ */
+export function pageSchema<T extends TSchema> (item: T, name: string) {
+  const example = { data: (item.examples as unknown[] | undefined)?.slice(0, 1) ?? [], pagination: { page: 1, limit: 25, total: 1, totalPages: 1, nextCursor: null, prevCursor: null } }
+  return Type.Object({ data: Type.Array(Ref(item)), pagination: Ref(PaginationSchema) }, { $id: name, title: name, examples: [example] })
 }
 
 // CONTRACT 10: Number(), truncated toward zero; not finite falls back to the default. An empty
 // value is missing, not 0 (Number('') is 0): SPEC 4.9 gives `limit=` the default 25, not 1.
-function toInteger (value: string | undefined, fallback: number): number {
-  if (value === undefined || value.trim() === '') return fallback
+function toInteger (value: string | number | undefined, fallback: number): number {
+  if (value === undefined || (typeof value === 'string' && value.trim() === '')) return fallback
   const n = Math.trunc(Number(value))
   return Number.isFinite(n) ? n : fallback
 }
 
 /** SPEC 4.9's `limit`: clamped into 1..max; missing or not a number gives the default. */
-export function clampLimit (value: string | undefined, fallback: number, max: number): number {
+export function clampLimit (value: string | number | undefined, fallback: number, max: number): number {
   return Math.min(max, Math.max(1, toInteger(value, fallback)))
 }
 
@@ -183,7 +195,7 @@ export function beside (position: Position, sort: string, order: SortOrder, side
 const given = (value: string | undefined): value is string => value !== undefined && value !== ''
 
 export function parsePageRequest<S extends string> (
-  query: { page?: string, limit?: string, sort?: string, order?: string, after?: string, before?: string },
+  query: { page?: string | number, limit?: string | number, sort?: string, order?: string, after?: string, before?: string },
   sortFields: readonly S[],
   collection = '',
   filters = filterDigest(query)
@@ -248,7 +260,7 @@ const pagesOf = new WeakMap<object, { request: string, page: Page<unknown> }>()
  */
 export async function readPage<S extends string, T extends { id: number }> (
   collection: string,
-  query: { page?: string, limit?: string, sort?: string, order?: string, after?: string, before?: string },
+  query: { page?: string | number, limit?: string | number, sort?: string, order?: string, after?: string, before?: string },
   sortFields: readonly S[],
   fetch: (page: PageRequest<S>) => Promise<Revalidated<PageResult<T>>>
 ): Promise<Revalidated<Page<T>>> {

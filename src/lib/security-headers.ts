@@ -19,9 +19,15 @@ export const CONTENT_SECURITY_POLICY = {
   'style-src': ["'self'"]
 }
 
-const HELMET_OPTIONS: HelmetOptions = {
-  contentSecurityPolicy: { useDefaults: false, directives: CONTENT_SECURITY_POLICY },
-  xFrameOptions: { action: 'deny' }
+/**
+ * Helmet's options for that policy. `connectSources`: origins Swagger UI may also call, the
+ * development identity provider's when it signs the UI in (its token endpoint is fetched from the page).
+ */
+export function helmetOptions (connectSources: readonly string[] = []): HelmetOptions {
+  return {
+    contentSecurityPolicy: { useDefaults: false, directives: { ...CONTENT_SECURITY_POLICY, 'connect-src': ["'self'", ...connectSources] } },
+    xFrameOptions: { action: 'deny' }
+  }
 }
 
 /**
@@ -29,7 +35,7 @@ const HELMET_OPTIONS: HelmetOptions = {
  * (no nonces), so every response gets the same set; @fastify/helmet instead builds the helmet
  * middleware again on every request, which was an eighth of the CPU time of `GET /health`.
  */
-export function securityHeaders (options: HelmetOptions = HELMET_OPTIONS): Record<string, string> {
+export function securityHeaders (options: HelmetOptions = helmetOptions()): Record<string, string> {
   const headers: Record<string, string> = {}
   const recorder = {
     setHeader (name: string, value: string | number | readonly string[]) { headers[name.toLowerCase()] = String(value) },

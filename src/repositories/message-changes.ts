@@ -161,7 +161,7 @@ function createReadAhead () {
     // always works `depth` pages ahead of the client and never waits for it.
     const known = waiting.get(key)
     if (known !== undefined) {
-      void known.page.then((found) => { if (found?.more === true) start(prefix, watermark, found.last, read, depth - 1) })
+      known.page.then((found) => { if (found?.more === true) start(prefix, watermark, found.last, read, depth - 1) }).catch(() => {})
       return
     }
     for (const oldest of waiting.keys()) {

@@ -22,11 +22,18 @@ export function DbText (options: StringOptions & { required?: boolean } = {}): T
   return Type.String(required ? { minLength: 1, pattern: NOT_BLANK_NO_NUL, ...rest } : { pattern: NO_NUL, ...rest })
 }
 
+// Documentation that the validation leaves to the handler, which answers with its own error or falls
+// back (src/lib/openapi.ts turns them into the parameter's enum and required):
+/** The values that mean something (generated clients type them); any other value falls back (SPEC 4.9). */
+export const DOCUMENTED_ENUM = 'x-enum'
+/** A parameter the operation needs; its absence is answered by the handler's own 400, not a validation failure. */
+export const DOCUMENTED_REQUIRED = 'x-required'
+
 export const ErrorSchema = Type.Object({
   error: Type.String({ description: 'What went wrong, in one sentence' }),
   details: Type.Optional(Type.Array(Type.String(), { description: 'One entry per failing field (validation errors only)' })),
   stack: Type.Optional(Type.String({ description: 'Only when NODE_ENV=development' }))
-}, { $id: 'Error', title: 'Error', examples: [{ error: 'Validation failed', details: ['content is required and must be a string'] }] })
+}, { $id: 'ErrorBody', title: 'ErrorBody', examples: [{ error: 'Validation failed', details: ['content is required and must be a string'] }] })
 
 export const ErrorRef = Ref(ErrorSchema)
 
@@ -39,7 +46,7 @@ export type IdParams = Static<typeof IdParams>
 
 export const Timestamp = Type.String({ format: 'date-time', examples: ['2026-01-01T12:00:00.000Z'] })
 
-export const HealthSchema = Type.Object({ ok: Type.Literal(true) })
+export const HealthSchema = Type.Object({ ok: Type.Literal(true) }, { $id: 'Health', title: 'Health', examples: [{ ok: true }] })
 
 /** The 304 of a conditional read (CONTRACT 12): no body, the same ETag. */
 export const NotModified = Type.Null({ description: 'Not Modified: the ETag in If-None-Match is still current; no body' })

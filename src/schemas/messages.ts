@@ -1,8 +1,14 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { PRIORITY_VALUES } from '../db/schema.js'
 import { MESSAGE_SORT_FIELDS } from '../repositories/messages.js'
-import { collectionQuery } from '../lib/pagination.js'
-import { DbText, Ref, StringEnum, Timestamp } from './common.js'
+import { collectionQuery, LenientInteger, pageSchema } from '../lib/pagination.js'
+import { DbText, DOCUMENTED_REQUIRED, Ref, StringEnum, Timestamp } from './common.js'
+
+/** Who wrote a message: the local user's id and name. */
+export const AuthorSchema = Type.Object({
+  id: Type.Integer({ examples: [7] }),
+  name: Type.Union([Type.String(), Type.Null()], { examples: ['Alice'] })
+}, { $id: 'Author', title: 'Author', examples: [{ id: 7, name: 'Alice' }] })
 
 export const Priority = StringEnum(PRIORITY_VALUES, { description: 'Defaults to normal', examples: ['normal'] })
 
@@ -11,19 +17,22 @@ export const MessageSchema = Type.Object({
   content: Type.String({ examples: ['The deploy is done.'] }),
   subject: Type.Union([Type.String(), Type.Null()], { examples: ['Release 2.4'] }),
   priority: Priority,
-  author: Type.Object({
-    id: Type.Integer({ examples: [7] }),
-    name: Type.Union([Type.String(), Type.Null()], { examples: ['Alice'] })
-  }),
+  author: Ref(AuthorSchema),
   createdAt: Timestamp
-}, { $id: 'Message', title: 'Message' })
+}, {
+  $id: 'Message',
+  title: 'Message',
+  examples: [{ id: 42, content: 'The deploy is done.', subject: 'Release 2.4', priority: 'high', author: { id: 7, name: 'Alice' }, createdAt: '2026-01-01T12:00:00.000Z' }]
+})
+
+export const MessagePageSchema = pageSchema(MessageSchema, 'MessagePage')
 
 export const CreateMessageBody = Type.Object({
   // required: whitespace-only content counts as empty (CONTRACT 5).
   content: DbText({ required: true, maxLength: 4000, examples: ['The deploy is done.'] }),
   subject: Type.Optional(DbText({ maxLength: 200, examples: ['Release 2.4'] })),
   priority: Type.Optional(Priority)
-}, { examples: [{ content: 'The deploy is done.', subject: 'Release 2.4', priority: 'high' }] })
+}, { $id: 'NewMessage', title: 'NewMessage', examples: [{ content: 'The deploy is done.', subject: 'Release 2.4', priority: 'high' }] })
 export type CreateMessageBody = Static<typeof CreateMessageBody>
 
 // CONTRACT 12. Declared for the documentation only: any string passes here, and parseIdempotencyKey
@@ -73,7 +82,7 @@ export const MessageListQuery = collectionQuery(MESSAGE_SORT_FIELDS, MessageFilt
 export type MessageListQuery = Static<typeof MessageListQuery>
 
 export const MessageSearchQuery = collectionQuery(MESSAGE_SORT_FIELDS, {
-  q: Type.Optional(DbText({ maxLength: 200, description: 'Text to find in content or subject (case-insensitive; % and _ match themselves)', examples: ['deploy'] })),
+  q: Type.Optional(DbText({ maxLength: 200, description: 'Text to find in content or subject (case-insensitive; % and _ match themselves)', examples: ['deploy'], [DOCUMENTED_REQUIRED]: true })),
   ...MessageFilters
 })
 export type MessageSearchQuery = Static<typeof MessageSearchQuery>
@@ -88,10 +97,8 @@ export const MessageChangesQuery = Type.Object({
       'A token older than SYNC_RETENTION_HOURS (default 720), or issued before the messages were truncated, is 410: start again without it.',
     examples: ['MS5jLjEuNzQ0LjAuMTc5NTQ3NTI2NTM3MQ']
   })),
-  limit: Type.Optional(Type.String({
-    description: `Entries per answer, clamped into 1..${SYNC_MAX_LIMIT}. Missing or invalid: ${SYNC_DEFAULT_LIMIT}.`,
-    examples: [String(SYNC_DEFAULT_LIMIT)]
-  }))
+  limit: Type.Optional(LenientInteger({ minimum: 1, maximum: SYNC_MAX_LIMIT, default: SYNC_DEFAULT_LIMIT },
+    `Entries per answer, clamped into 1..${SYNC_MAX_LIMIT}. Missing or invalid: ${SYNC_DEFAULT_LIMIT}.`))
 })
 export type MessageChangesQuery = Static<typeof MessageChangesQuery>
 

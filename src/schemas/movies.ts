@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { collectionQuery } from '../lib/pagination.js'
+import { collectionQuery, pageSchema } from '../lib/pagination.js'
 import { MOVIE_SORT_FIELDS } from '../repositories/movies.js'
 import { DbText } from './common.js'
 
@@ -9,7 +9,9 @@ export const MovieSchema = Type.Object({
   year: Type.Integer({ examples: [1999] }),
   rating: Type.Number({ examples: [8.7] }),
   genre: Type.String({ examples: ['Sci-Fi'] })
-}, { $id: 'Movie', title: 'Movie' })
+}, { $id: 'Movie', title: 'Movie', examples: [{ id: 1, title: 'The Matrix', year: 1999, rating: 8.7, genre: 'Sci-Fi' }] })
+
+export const MoviePageSchema = pageSchema(MovieSchema, 'MoviePage')
 
 export const MovieListQuery = collectionQuery(MOVIE_SORT_FIELDS, {
   genre: Type.Optional(DbText({ maxLength: 100, description: 'Only this genre (exact match)', examples: ['Drama'] })),

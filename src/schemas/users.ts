@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ROLE_VALUES } from '../db/schema.js'
-import { collectionQuery } from '../lib/pagination.js'
+import { collectionQuery, pageSchema } from '../lib/pagination.js'
 import { USER_SORT_FIELDS } from '../repositories/users.js'
 import { StringEnum, Timestamp } from './common.js'
 
@@ -9,10 +9,16 @@ export const UserSchema = Type.Object({
   subjectId: Type.String({ examples: ['alice'] }),
   email: Type.Union([Type.String(), Type.Null()], { examples: ['alice@example.com'] }),
   name: Type.Union([Type.String(), Type.Null()], { examples: ['Alice'] }),
-  role: Type.String({ examples: ['User'] }),
+  role: StringEnum(ROLE_VALUES, { examples: ['User'] }),
   createdAt: Timestamp,
   updatedAt: Timestamp
-}, { $id: 'User', title: 'User' })
+}, {
+  $id: 'User',
+  title: 'User',
+  examples: [{ id: 7, subjectId: 'alice', email: 'alice@example.com', name: 'Alice', role: 'User', createdAt: '2026-01-01T12:00:00.000Z', updatedAt: '2026-01-01T12:00:00.000Z' }]
+})
+
+export const UserPageSchema = pageSchema(UserSchema, 'UserPage')
 
 export const UserListQuery = collectionQuery(USER_SORT_FIELDS, {
   role: Type.Optional(StringEnum(ROLE_VALUES, { description: 'Only users with this role' }))
@@ -23,10 +29,12 @@ export type UserListQuery = Static<typeof UserListQuery>
 export const InputUserBody = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S', examples: ['Alice'] }),
   email: Type.String({ minLength: 1, maxLength: 320, pattern: '\\S', examples: ['alice@example.com'] })
-})
+}, { $id: 'InputUserRequest', title: 'InputUserRequest', examples: [{ name: 'Alice', email: 'alice@example.com' }] })
 export type InputUserBody = Static<typeof InputUserBody>
 
 export const InputUserSchema = Type.Object({
   name: Type.String(),
   email: Type.String()
-})
+}, { $id: 'InputUser', title: 'InputUser', examples: [{ name: 'Alice', email: 'alice@example.com' }] })
+
+export const InputIdSchema = Type.Object({ id: Type.Integer({ examples: [42] }) }, { $id: 'InputId', title: 'InputId', examples: [{ id: 42 }] })
