@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { loggerOptions } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
+import { LOADER_ARGS, LOADER_ENV } from './helpers/server-process.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const ISSUER = 'https://idp.example.com'
@@ -65,10 +66,11 @@ await app.close()
 
 async function run (format: string): Promise<{ code: number | null, stdout: string, stderr: string }> {
   return await new Promise((resolve, reject) => {
-    // The environment is built, not inherited: LOG_FORMAT travels as an argument, and no coverage
-    // directory reaches a child that compiles TypeScript with tsx rather than the runner's loader.
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', SCRIPT, format],
-      { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] })
+    // The environment is built, not inherited: LOG_FORMAT travels as an argument. The child loads
+    // TypeScript with the runner's own loader (as test/helpers/server-process.ts does): the runner
+    // follows children for coverage, and code compiled another way would not merge with the tests'.
+    const child = spawn(process.execPath, [...LOADER_ARGS, '--input-type=module', '-e', SCRIPT, format],
+      { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...LOADER_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
