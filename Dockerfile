@@ -9,6 +9,7 @@ COPY src src
 COPY plugins plugins
 COPY routes routes
 COPY scripts scripts
+COPY bench bench
 COPY drizzle drizzle
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
