@@ -1,8 +1,7 @@
-import { createServer, type Server } from 'node:http'
 import type { Page } from 'playwright-core'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { buildApp } from '../src/app.js'
-import { chooseBrowser, launchBrowser } from './helpers/browser.js'
+import { chooseBrowser, launchBrowser, startPageOrigin } from './helpers/browser.js'
 import { testConfig } from './helpers/build.js'
 import { startDevIdp } from './helpers/dev-idp-server.js'
 import { freshDatabase } from './helpers/database.js'
@@ -11,19 +10,6 @@ import { freshDatabase } from './helpers/database.js'
 // another, with a real RS256 token, and reads what CORS lets it read. A page on an unlisted origin cannot.
 
 const AUDIENCE = 'backend-3-messages'
-
-/** A web client's origin: an empty page on its own loopback port. */
-async function startPageOrigin (t: Test): Promise<string> {
-  const server: Server = createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
-    res.end('<!doctype html><title>client</title>')
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  const address = server.address()
-  if (address === null || typeof address !== 'object') throw new Error('no address')
-  return `http://127.0.0.1:${address.port}`
-}
 
 interface Answer { status: number, body: unknown, headers: Record<string, string | null> }
 

@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { createServer, type Server } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
@@ -11,7 +10,7 @@ import { escapeHtml } from '../src/dev-idp/authorize-page.js'
 import { bodyTypeConstraint } from '../src/dev-idp/oauth-routes.js'
 import { buildDevIdp, loadOrCreateKeys, verifyOwnToken, type DevIdpOptions } from '../src/dev-idp/app.js'
 import { createCodeStore, createOriginPolicy, verifierMatches, type Grant } from '../src/dev-idp/oauth.js'
-import { chooseBrowser, launchBrowser } from './helpers/browser.js'
+import { chooseBrowser, launchBrowser, startPageOrigin } from './helpers/browser.js'
 
 // The OAuth 2.0 authorization-code grant with PKCE (RFC 6749 4.1, RFC 7636) of the development
 // identity provider, driven the way Swagger UI drives it.
@@ -501,26 +500,13 @@ t.test('PKCE S256 and the default origins', async (t) => {
   t.throws(() => bodyTypeConstraint.validate?.(42), { message: 'the bodyType constraint is a media type such as application/json' })
 })
 
-/** A client's web origin: /cb is where the codes arrive, a blank page. */
-async function startClientOrigin (t: Test): Promise<string> {
-  const server: Server = createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
-    res.end('<!doctype html><title>client</title>')
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  const address = server.address()
-  if (address === null || typeof address !== 'object') throw new Error('no address')
-  return `http://127.0.0.1:${address.port}`
-}
-
 t.test('in Chromium: the page signs in, the redirect brings the code, fetch exchanges it as Swagger UI does', async (t) => {
   const issuer = `http://127.0.0.1:${await freePort()}`
   const dataDir = t.testdir()
   const idp = await buildDevIdp({ issuer, audience: AUDIENCE, dataDir })
   t.teardown(() => idp.close())
   await idp.listen({ host: '127.0.0.1', port: Number(new URL(issuer).port) })
-  const client = await startClientOrigin(t)
+  const client = await startPageOrigin(t)
   const redirect = `${client}/cb`
   const { verifier, challenge } = pkce()
 

@@ -1,6 +1,8 @@
 import { existsSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
 import sparticuz from '@sparticuz/chromium'
 import { chromium, type Browser } from 'playwright-core'
+import type { Test } from 'tap'
 
 // A browser is never downloaded: Debian's Chromium when it is installed, otherwise the one that
 // ships inside the @sparticuz/chromium package (unpacked under the temp folder on first use).
@@ -33,4 +35,17 @@ export async function chooseBrowser (): Promise<BrowserChoice> {
 
 export async function launchBrowser (choice: BrowserChoice): Promise<Browser> {
   return await chromium.launch({ executablePath: choice.executablePath, headless: true, args: choice.args })
+}
+
+/** A web client's origin for a browser test: an empty page on its own loopback port, closed with the test. */
+export async function startPageOrigin (t: Test): Promise<string> {
+  const server: Server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
+    res.end('<!doctype html><title>client</title>')
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  const address = server.address()
+  if (address === null || typeof address !== 'object') throw new Error('no address')
+  return `http://127.0.0.1:${address.port}`
 }
