@@ -26,18 +26,37 @@ export interface PgCluster {
 
 const BIN_CANDIDATES = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin']
 
-function binDir (): string {
+function findBinDir (): string | undefined {
   try {
-    const dir = execFileSync('pg_config', ['--bindir'], { encoding: 'utf8' }).trim()
+    const dir = execFileSync('pg_config', ['--bindir'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
     if (existsSync(join(dir, 'initdb'))) return dir
   } catch {}
-  const found = BIN_CANDIDATES.find((dir) => existsSync(join(dir, 'initdb')))
+  return BIN_CANDIDATES.find((dir) => existsSync(join(dir, 'initdb')))
+}
+
+function binDir (): string {
+  const found = findBinDir()
   if (found === undefined) throw new Error('PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) not found')
   return found
 }
 
 // PostgreSQL refuses to run as root: the servers run as the postgres user then.
 const asRoot = process.getuid?.() === 0
+
+function userExists (user: string): boolean {
+  return spawnSync('id', ['-u', user], { stdio: 'ignore' }).status === 0
+}
+
+/**
+ * Why no throwaway server can start here, or undefined when one can: the tests that need one skip
+ * with this reason. npm installs no PostgreSQL server, so a machine with nothing but `npm ci` has
+ * none; .ci/run's machine (Debian's postgresql package) runs them all.
+ */
+export function pgClusterUnavailable (): string | undefined {
+  if (findBinDir() === undefined) return 'needs the PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup), which npm does not install'
+  if (asRoot && !userExists('postgres')) return 'runs as root and needs a postgres user to start PostgreSQL as'
+  return undefined
+}
 
 function ids (user: string): { uid: number, gid: number } {
   return { uid: Number(execFileSync('id', ['-u', user], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', user], { encoding: 'utf8' })) }
