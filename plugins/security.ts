@@ -3,12 +3,12 @@ import fp from 'fastify-plugin'
 import { helmetOptions, securityHeaders } from '../src/lib/security-headers.js'
 
 export interface SecurityPluginOptions {
-  /** Origins the pages may call besides their own (connect-src). */
-  connectSources?: readonly string[]
+  /** The development identity provider's origin, when it signs Swagger UI in (helmetOptions). */
+  signInOrigin?: string | undefined
 }
 
 export default fp<SecurityPluginOptions>(async function security (app, opts) {
-  const headers = securityHeaders(helmetOptions(opts.connectSources))
+  const headers = securityHeaders(helmetOptions(opts.signInOrigin))
   app.addHook('onRequest', function (request, reply, done) {
     reply.headers(headers)
     done()

@@ -79,17 +79,6 @@ export default fp<SwaggerPluginOptions>(async function swaggerPlugin (app, opts)
     transformObject: (document) => 'openapiObject' in document ? finishDocument(document.openapiObject) : document.swaggerObject
   })
 
-  if (opts.signIn !== undefined) {
-    // The sign-in popup goes to the identity provider and comes back to static/oauth2-redirect.html,
-    // which hands the code to the page that opened it through window.opener. Cross-Origin-Opener-Policy
-    // same-origin (helmet's) would sever that link on the way back, so the docs pages drop it while
-    // the development sign-in is on.
-    app.addHook('onRequest', function (request, reply, done) {
-      if (request.url.startsWith(routePrefix)) reply.header('cross-origin-opener-policy', 'unsafe-none')
-      done()
-    })
-  }
-
   await app.register(swaggerUi, {
     routePrefix,
     uiConfig: {

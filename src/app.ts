@@ -178,7 +178,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   const signIn = config.devIdp && !config.production
     ? { authorizationUrl: `${config.authIssuer}/authorize`, tokenUrl: `${config.authIssuer}/token`, clientId: 'swagger-ui' }
     : undefined
-  await app.register(securityPlugin, { connectSources: signIn === undefined ? [] : [new URL(config.authIssuer).origin] })
+  await app.register(securityPlugin, { signInOrigin: signIn === undefined ? undefined : new URL(config.authIssuer).origin })
   // Before CORS: its Vary: Origin is added to the Vary: Accept-Encoding set here.
   await app.register(compressionPlugin)
   if (config.corsOrigins !== undefined) await app.register(corsPlugin, { origins: config.corsOrigins })

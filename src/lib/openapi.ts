@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifySchema } from 'fastify'
-import { DOCUMENTED_ENUM, DOCUMENTED_REQUIRED } from '../schemas/common.js'
+import { DOCUMENTED_ENUM, DOCUMENTED_REQUIRED, ErrorSchema } from '../schemas/common.js'
 
 // What every operation of the OpenAPI document says beyond its own route schema, decided here once:
 // the statuses and headers the service-wide plugins add (rate limit, load shedding, body parsing,
@@ -17,7 +17,7 @@ interface RouteSchema {
   [key: string]: unknown
 }
 
-const ERROR_ID = 'ErrorBody'
+const ERROR_ID = ErrorSchema.$id
 const ERROR_REF = `#/components/schemas/${ERROR_ID}`
 
 const integerHeader = (description: string, example: number) => ({ type: 'integer', description, examples: [example] })

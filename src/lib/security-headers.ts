@@ -20,12 +20,18 @@ export const CONTENT_SECURITY_POLICY = {
 }
 
 /**
- * Helmet's options for that policy. `connectSources`: origins Swagger UI may also call, the
- * development identity provider's when it signs the UI in (its token endpoint is fetched from the page).
+ * Helmet's options for that policy. `signInOrigin`: the development identity provider that signs
+ * Swagger UI in. The page fetches its token endpoint (connect-src), and its sign-in popup comes back
+ * to static/oauth2-redirect.html, which hands the code over through window.opener: helmet's
+ * Cross-Origin-Opener-Policy same-origin would sever that link on the way back.
  */
-export function helmetOptions (connectSources: readonly string[] = []): HelmetOptions {
+export function helmetOptions (signInOrigin?: string): HelmetOptions {
   return {
-    contentSecurityPolicy: { useDefaults: false, directives: { ...CONTENT_SECURITY_POLICY, 'connect-src': ["'self'", ...connectSources] } },
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: { ...CONTENT_SECURITY_POLICY, 'connect-src': signInOrigin === undefined ? ["'self'"] : ["'self'", signInOrigin] }
+    },
+    ...(signInOrigin === undefined ? {} : { crossOriginOpenerPolicy: { policy: 'unsafe-none' as const } }),
     xFrameOptions: { action: 'deny' }
   }
 }
