@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # Build: compile the TypeScript with every dependency, then keep only the production ones.
-FROM node:20-bookworm-slim AS build
+# Node 24 is the current LTS line (Node 20 reached end of life on 2026-04-30); .ci/run tests the code on
+# it and runs the rolling-restart check's instances on it.
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -14,7 +16,7 @@ COPY drizzle drizzle
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 # Run: the compiled JavaScript on plain node, as the unprivileged `node` user of the base image.
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3001

@@ -1,0 +1,290 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, relative } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import type { FastifyInstance } from 'fastify'
+import postgres from 'postgres'
+import { buildDevIdp, createTokenSigner, loadOrCreateKeys } from '../../src/dev-idp/app.js'
+import { freePort } from '../free-port.js'
+import { seedDatabase } from '../seed.js'
+import { Balancer, haproxyVersion } from './haproxy.js'
+import { Instance, type Exit } from './instance.js'
+import { startLoad, type LoadResult, type Phase } from './load.js'
+import { renderReport, verdicts, type Restart, type Verification } from './report.js'
+
+const USAGE = `Usage: scripts/check-rolling-restart.sh [options]   (or: node --import tsx scripts/rolling-restart/main.ts)
+
+Zero downtime, checked on real processes: a database of its own on the local PostgreSQL server, three
+compiled API instances (dist/src/server.js) on loopback, and HAProxy running the repository's
+deploy/haproxy.cfg with only the addresses set (LB_BIND, API_1..API_3). Under a steady mixed load (list
+pages, search, by-id reads, POSTs with an Idempotency-Key that the client retries up to three times on a
+network error or a 5xx), each instance in turn is stopped with SIGTERM and replaced, then one is killed
+with SIGKILL and started again. Prints the results as a table; exits 1 unless every check holds.
+
+Options:
+  --node <path>     node binary the instances run on (default: this process's)
+  --config <path>   HAProxy configuration (default deploy/haproxy.cfg)
+  --messages <n>    messages to seed (default 20000)
+  --rate <n>        requests started per second (default 100)
+  --out <path>      also write the table to this file
+  --keep-logs       keep the instances' and HAProxy's logs (always kept when the check fails)
+  -h, --help        show this help
+
+Environment: ADMIN_DATABASE_URL, a PostgreSQL server's maintenance database where the check may create
+and drop its own (default postgres://postgres@127.0.0.1:5432/postgres).
+`
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const INSTANCES = 3
+const WORKERS = 16
+const AUDIENCE = 'backend-3-messages'
+const START_TIMEOUT_MS = 60_000
+// The instances' SHUTDOWN_GRACE_MS is the default 10 s; an orchestrator waits longer before SIGKILL.
+const STOP_TIMEOUT_MS = 15_000
+const MARK_TIMEOUT_MS = 20_000
+const WARMUP_MS = 3000
+const REST_MS = 15_000
+const CRASH_DOWNTIME_MS = 2000
+// Everything, seeding included, is over well within this; past it the check stops and fails.
+const WATCHDOG_MS = 6 * 60_000
+
+class CheckError extends Error {}
+
+const say = (line: string): boolean => process.stderr.write(`rolling-restart: ${line}\n`)
+
+function describeExit (exit: Exit | null): string {
+  if (exit === null) return 'still running'
+  return exit.signal !== null ? `killed by ${exit.signal}` : `exit ${String(exit.code)}`
+}
+
+function positive (name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback
+  const n = Number(value)
+  if (!Number.isInteger(n) || n <= 0) throw new CheckError(`--${name} must be a positive integer`)
+  return n
+}
+
+async function nodeVersion (node: string): Promise<string> {
+  const { execFileSync } = await import('node:child_process')
+  return execFileSync(node, ['--version'], { encoding: 'utf8' }).trim()
+}
+
+/** A database of the check's own on the server, dropped by the returned function. */
+async function ownDatabase (adminUrl: string): Promise<{ url: string, drop: () => Promise<void> }> {
+  const name = `rolling_restart_${Date.now()}_${process.pid}`
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} })
+  try {
+    await admin.unsafe(`create database "${name}"`)
+  } catch (err) {
+    await admin.end()
+    throw new CheckError(`cannot create a database at ADMIN_DATABASE_URL: ${(err as Error).message}`)
+  }
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    drop: async () => {
+      await admin.unsafe(`drop database if exists "${name}" with (force)`)
+      await admin.end()
+    }
+  }
+}
+
+/**
+ * Every acknowledged key once in `messages` with its id, and no message written after the seed
+ * (id above `seededMaxId`) that does not carry a key the client sent.
+ */
+async function verify (databaseUrl: string, seededMaxId: number, load: LoadResult): Promise<Verification> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  try {
+    // The client writes each key into its message as `rolling-restart <key>`; anything else is its own group.
+    const rows = await sql<Array<{ key: string, ids: number[] }>>`
+      SELECT CASE WHEN content LIKE 'rolling-restart %' THEN substr(content, length('rolling-restart ') + 1) ELSE '' END AS key,
+        array_agg(id::float8 ORDER BY id) AS ids
+      FROM messages WHERE id > ${seededMaxId} GROUP BY 1`
+    const found = new Map(rows.map((r) => [r.key, r.ids]))
+    const ackedWrong: string[] = []
+    let ackedExactlyOnce = 0
+    for (const [key, id] of load.acked) {
+      const ids = found.get(key) ?? []
+      if (ids.length === 1 && ids[0] === id) ackedExactlyOnce++
+      else ackedWrong.push(`${key}: acknowledged id ${id}, messages ${JSON.stringify(ids)}`)
+    }
+    const givenUp = new Set(load.givenUp.map((f) => /Idempotency-Key (\S+)\)/.exec(f.what)?.[1]))
+    return {
+      ackedExactlyOnce,
+      ackedWrong,
+      unknownMessages: rows.filter((r) => !load.sentKeys.has(r.key)).reduce((n, r) => n + r.ids.length, 0),
+      givenUpButWritten: rows.filter((r) => givenUp.has(r.key)).length
+    }
+  } finally {
+    await sql.end()
+  }
+}
+
+async function main (args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    strict: true,
+    options: {
+      node: { type: 'string' },
+      config: { type: 'string' },
+      messages: { type: 'string' },
+      rate: { type: 'string' },
+      out: { type: 'string' },
+      'keep-logs': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' }
+    }
+  })
+  if (values.help === true) {
+    process.stdout.write(USAGE)
+    return 0
+  }
+  const node = values.node ?? process.execPath
+  const config = values.config ?? join(ROOT, 'deploy/haproxy.cfg')
+  const messages = positive('messages', values.messages, 20_000)
+  const rate = positive('rate', values.rate, 100)
+  const haproxy = haproxyVersion()
+  if (haproxy === null) throw new CheckError('HAProxy is not installed (Debian: apt-get install haproxy)')
+
+  const work = mkdtempSync(join(tmpdir(), 'rolling-restart-'))
+  const instances: Instance[] = []
+  let balancer: Balancer | undefined
+  let idp: FastifyInstance | undefined
+  let database: { url: string, drop: () => Promise<void> } | undefined
+  let load: { stop: () => Promise<LoadResult> } | undefined
+  let keep = values['keep-logs'] === true
+  const watchdog = setTimeout(() => {
+    say(`not finished after ${WATCHDOG_MS / 1000} s; stopping`)
+    for (const instance of instances) instance.kill()
+    process.exit(1)
+  }, WATCHDOG_MS)
+  watchdog.unref()
+
+  try {
+    database = await ownDatabase(process.env.ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
+    say(`seeding ${messages} messages`)
+    await seedDatabase({ url: database.url, messages, users: 100, ifEmpty: false, quiet: true })
+
+    const idpPort = await freePort()
+    const issuer = `http://127.0.0.1:${idpPort}`
+    const keysDir = join(work, 'idp')
+    idp = await buildDevIdp({ issuer, audience: AUDIENCE, dataDir: keysDir })
+    await idp.listen({ host: '127.0.0.1', port: idpPort })
+    const sign = createTokenSigner(await loadOrCreateKeys(keysDir), { issuer, audience: AUDIENCE })
+    const tokens = await Promise.all(Array.from({ length: 8 }, async (_, i) => (await sign({ sub: `rolling-${i}`, role: 'User' })).accessToken))
+
+    // What compose.yaml gives each instance, on loopback; the one difference is a rate limit no
+    // single test client reaches (all of its requests come from one address).
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH,
+      NODE_ENV: 'production',
+      AUTH_ISSUER: issuer,
+      API_AUDIENCE: AUDIENCE,
+      DATABASE_URL: database.url,
+      TRUST_PROXY: '127.0.0.1',
+      RATE_LIMIT_MAX: '1000000'
+    }
+    for (let i = 1; i <= INSTANCES; i++) {
+      instances.push(new Instance({ name: `api-${i}`, node, script: join(ROOT, 'dist/src/server.js'), cwd: work, port: await freePort(), env, logFile: join(work, `api-${i}.log`) }))
+    }
+    say(`starting ${INSTANCES} instances on ${await nodeVersion(node)}`)
+    await Promise.all(instances.map(async (instance) => await instance.start(START_TIMEOUT_MS)))
+
+    const lbPort = await freePort()
+    balancer = new Balancer({ config, bind: `127.0.0.1:${lbPort}`, servers: instances.map((i) => i.base.replace('http://', '')), logFile: join(work, 'haproxy.log') })
+    const base = `http://127.0.0.1:${lbPort}`
+    for (let deadline = Date.now() + 10_000; ;) {
+      try { if ((await fetch(base + '/health/ready')).ok) break } catch {}
+      if (Date.now() > deadline) throw new CheckError('HAProxy did not answer within 10 s')
+      await sleep(100)
+    }
+
+    const sql = postgres(database.url, { max: 1, onnotice: () => {} })
+    const ids = (await sql<Array<{ id: number }>>`SELECT id::float8 AS id FROM messages ORDER BY random() LIMIT 5000`).map((r) => r.id)
+    const [{ seededMaxId } = { seededMaxId: 0 }] = await sql<Array<{ seededMaxId: number }>>`SELECT coalesce(max(id), 0)::float8 AS "seededMaxId" FROM messages`
+    await sql.end()
+
+    let phase: Phase = 'warmup'
+    say(`load: ${rate} requests/s from ${WORKERS} connections through HAProxy`)
+    load = startLoad({ base, rate, workers: WORKERS, tokens, ids, keyPrefix: `rr-${Date.now().toString(36)}`, phase: () => phase })
+    await sleep(WARMUP_MS)
+    phase = 'rest'
+    await sleep(REST_MS)
+
+    const restarts: Restart[] = []
+    async function restart (instance: Instance, how: 'SIGTERM' | 'SIGKILL'): Promise<void> {
+      if (balancer === undefined) return
+      const signalled = performance.now()
+      const exit = await instance.stop(how, STOP_TIMEOUT_MS)
+      const stoppedMs = performance.now() - signalled
+      // The new process takes the same address only once HAProxy has seen the old one go.
+      await balancer.marked(instance.name, 'DOWN', signalled, MARK_TIMEOUT_MS)
+      if (how === 'SIGKILL') await sleep(CRASH_DOWNTIME_MS)
+      if (exit === null) instance.kill()
+      const started = performance.now()
+      await instance.start(START_TIMEOUT_MS)
+      const up = await balancer.marked(instance.name, 'UP', started, MARK_TIMEOUT_MS)
+      restarts.push({ instance: instance.name, how, exit: describeExit(exit), stoppedMs, backMs: up - signalled })
+      say(`${instance.name}: ${how}, ${describeExit(exit)} after ${Math.round(stoppedMs)} ms, marked up after ${Math.round(up - signalled)} ms`)
+    }
+
+    phase = 'rolling'
+    for (const instance of instances) await restart(instance, 'SIGTERM')
+    phase = 'rest'
+    await sleep(REST_MS / 2)
+    phase = 'crash'
+    await restart(instances[1] as Instance, 'SIGKILL')
+    phase = 'rest'
+    await sleep(REST_MS / 2)
+
+    const result = await load.stop()
+    load = undefined
+    const report = {
+      node: await nodeVersion(node),
+      haproxy,
+      config: config.startsWith(ROOT) ? relative(ROOT, config) : config,
+      messages,
+      rate,
+      load: result,
+      restarts,
+      retries: balancer.retries,
+      verification: await verify(database.url, seededMaxId, result)
+    }
+    const table = renderReport(report)
+    process.stdout.write(table + '\n')
+    if (values.out !== undefined) writeFileSync(values.out, table + '\n')
+    const failed = verdicts(report).filter((v) => !v.ok)
+    if (failed.length > 0) {
+      keep = true
+      say(`FAILED: ${failed.map((v) => v.name).join('; ')} (logs kept in ${work})`)
+      return 1
+    }
+    say(keep ? `passed (logs kept in ${work})` : 'passed')
+    return 0
+  } catch (err) {
+    keep = true
+    say(`${(err as Error).message} (logs kept in ${work})`)
+    return 1
+  } finally {
+    clearTimeout(watchdog)
+    await load?.stop().catch(() => {})
+    await Promise.all(instances.map(async (instance) => {
+      if ((await instance.stop('SIGTERM', STOP_TIMEOUT_MS)) === null) instance.kill()
+    }))
+    await balancer?.stop()
+    await idp?.close()
+    await database?.drop().catch((err: Error) => say(`could not drop the check's database: ${err.message}`))
+    if (!keep) rmSync(work, { recursive: true, force: true })
+  }
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2))
+} catch (err) {
+  if (!(err instanceof CheckError) && !(err instanceof TypeError)) throw err
+  say(err.message)
+  process.exitCode = 1
+}
