@@ -4,8 +4,8 @@ import type { Socket } from 'node:net'
 import type { ConnectionError, FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import {
-  BodyTooLargeError, InvalidIdError, isPublicError, MalformedJsonError, RouteNotFoundError,
-  UnsupportedMediaTypeError
+  BodyTooLargeError, InvalidIdError, isExpectedUnavailable, isPublicError, LOAD_SHED_CODE, MalformedJsonError,
+  RouteNotFoundError, UnsupportedMediaTypeError
 } from '../src/errors.js'
 import { failedParam, validationDetails } from '../src/lib/validation.js'
 
@@ -38,7 +38,8 @@ function toResponse (error: FastifyError, development: boolean): { status: numbe
   if (mapped !== undefined) return toResponse(mapped(), development)
 
   const status = error.statusCode ?? 500
-  const stack = development && status >= 500 ? { stack: error.stack ?? '' } : {}
+  // An expected 503 has no stack to show: it is an answer, not a fault.
+  const stack = development && status >= 500 && !isExpectedUnavailable(error) ? { stack: error.stack ?? '' } : {}
   // Our own errors keep their status and message, including a mirrored upstream status (SPEC 4.8).
   if (isPublicError(error)) return { status, body: { error: error.message, ...stack } }
   // Any other client error Fastify raises: its status with the standard reason, never its message.
@@ -49,14 +50,24 @@ function toResponse (error: FastifyError, development: boolean): { status: numbe
     : { status: 500, body: { error: 'Internal server error' } }
 }
 
+/**
+ * A failure of the server is logged in full (stack included) at error; only the mapped body leaves
+ * the process. What the caller caused, or an expected 503, is a debug line without a stack: the one
+ * info line per request comes from plugins/request-log.ts.
+ */
+function logFailure (error: FastifyError, status: number, log: FastifyBaseLogger): void {
+  // Shed requests are counted into load-shedding's summary line instead: one line a second, not one each.
+  if (error.code === LOAD_SHED_CODE) return
+  if (status >= 500 && !isExpectedUnavailable(error)) log.error({ err: error }, 'request failed')
+  // Not under `err`: pino's error serializer would add an empty stack and a type to the two fields.
+  else log.debug({ code: error.code, reason: error.message, statusCode: status }, 'request rejected')
+}
+
 /** The one error handler; also used for the errors Fastify raises before routing (frameworkErrors). */
 export function createErrorHandler (development: boolean) {
   return function errorHandler (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
     const { status, body } = toResponse(error, development)
-    // Logged in full server-side always; only the mapped body leaves the process.
-    if (status >= 500) request.log.error({ err: error }, 'request failed')
-    // debug: the one info line per request comes from plugins/request-log.ts.
-    else request.log.debug({ err: { code: error.code, message: error.message }, statusCode: status }, 'request rejected')
+    logFailure(error, status, request.log)
     // An error is never stored or revalidated (CONTRACT 12), whatever the route would send on success.
     return reply.code(status).header('cache-control', 'no-store').removeHeader('etag').send(body)
   }
@@ -73,7 +84,7 @@ export function clientErrorHandler (this: { log: FastifyBaseLogger }, error: Con
   const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400
   const reason = STATUS_CODES[status] ?? 'Bad Request'
   const body = JSON.stringify({ error: reason })
-  this.log.debug({ err: { code: error.code, message: error.message }, statusCode: status }, 'client error')
+  this.log.debug({ code: error.code, reason: error.message, statusCode: status }, 'client error')
   if (socket.writable) {
     socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)

@@ -2,7 +2,15 @@
 // every queued request time out (CONTRACT 11). The probes are exempt.
 import underPressure from '@fastify/under-pressure'
 import fp from 'fastify-plugin'
-import { ServiceUnavailableError } from '../src/errors.js'
+import { LoadShedError } from '../src/errors.js'
+import { createShedCounter } from '../src/lib/shed-counter.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Answered 503 by load shedding: its log line is the summary of src/lib/shed-counter.ts. */
+    shed: boolean
+  }
+}
 
 export interface LoadSheddingOptions {
   /** Event-loop delay limit in ms; 0 turns shedding off. */
@@ -20,21 +28,27 @@ export const PROBES = new Set(['/health', '/health/ready'])
 const ARMING_DELAY_MS = 2 * SAMPLE_INTERVAL_MS
 
 export default fp<LoadSheddingOptions>(async function loadShedding (app, opts) {
+  // Decorated even when shedding is off, so every request has the same shape and reading it is one test.
+  app.decorateRequest('shed', false)
   if (opts.maxEventLoopDelayMs === 0) return
   let armedAt = Infinity
+  const counter = createShedCounter(app.log)
   app.addHook('onReady', async () => { armedAt = performance.now() + ARMING_DELAY_MS })
+  app.addHook('onClose', async () => { counter.flush() })
   await app.register(underPressure, {
     maxEventLoopDelay: opts.maxEventLoopDelayMs,
     sampleInterval: SAMPLE_INTERVAL_MS,
     retryAfter: RETRY_AFTER_SECONDS,
     exposeStatusRoute: false,
-    // The usual error shape: the error handler turns this into {"error":"Service unavailable"}.
     // Only called under pressure. Resolving lets the request through; a rejection goes to the
-    // error handler, which gives the usual shape.
+    // error handler, which gives the usual shape, {"error":"Service unavailable"}, and logs nothing:
+    // the request is marked and counted, and the counter writes one summary line a second.
     pressureHandler: async (request, reply) => {
       if (PROBES.has(request.routeOptions.url ?? '') || performance.now() < armedAt) return
       reply.header('retry-after', RETRY_AFTER)
-      throw new ServiceUnavailableError()
+      request.shed = true
+      counter.add()
+      throw new LoadShedError()
     }
   })
 }, { name: 'load-shedding', fastify: '5.x', dependencies: ['errors'] })

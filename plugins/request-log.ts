@@ -4,6 +4,12 @@ import fp from 'fastify-plugin'
 
 export default fp(async function requestLog (app) {
   app.addHook('onResponse', function (request, reply, done) {
+    // A shed request's line is load-shedding's summary: under overload a line per request would
+    // grow the log as fast as the traffic being refused.
+    if (request.shed) {
+      done()
+      return
+    }
     request.log.info({
       method: request.method,
       route: request.routeOptions.url ?? null,
@@ -13,4 +19,4 @@ export default fp(async function requestLog (app) {
     }, 'request')
     done()
   })
-}, { name: 'request-log', fastify: '5.x', dependencies: ['auth'] })
+}, { name: 'request-log', fastify: '5.x', dependencies: ['auth', 'load-shedding'] })

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { DatabaseUnavailableError, ServiceUnavailableError } from '../src/errors.js'
+import { DatabaseUnavailableError, DrainingError } from '../src/errors.js'
 import { ErrorRef, HealthSchema, Ref } from '../src/schemas/common.js'
 
 const health: FastifyPluginAsyncTypebox = async function (app) {
@@ -31,14 +31,15 @@ const health: FastifyPluginAsyncTypebox = async function (app) {
       description: '503 `Database unavailable` while the database does not answer; 503 `Service unavailable` once shutdown has begun.',
       response: { 200: Ref(HealthSchema), 503: ErrorRef }
     }
-  }, async function (request) {
-    // From the moment a shutdown signal arrives, so a load balancer stops sending traffic.
-    if (isDraining()) throw new ServiceUnavailableError()
+  }, async function () {
+    // From the moment a shutdown signal arrives, so a load balancer stops sending traffic. An
+    // expected answer, not a failure: the error handler logs it at debug.
+    if (isDraining()) throw new DrainingError()
     try {
       await pingDatabase()
     } catch (err) {
-      request.log.warn({ err }, 'readiness check failed')
-      throw new DatabaseUnavailableError()
+      // A real outage: one error line, whose err carries the driver's error as its cause.
+      throw new DatabaseUnavailableError({ cause: err })
     }
     return { ok: true as const }
   })

@@ -24,11 +24,22 @@ export const NotConfiguredError = createError('API_NOT_CONFIGURED', '%s is not c
 export const IdentityProviderError = createError('API_IDP_UNREACHABLE', 'Failed to reach identity provider', 502)
 export const WeatherUnreachableError = createError('API_WEATHER_UNREACHABLE', 'Failed to reach weather service', 502)
 export const DatabaseUnavailableError = createError('API_DATABASE_UNAVAILABLE', 'Database unavailable', 503)
-export const ServiceUnavailableError = createError('API_SERVICE_UNAVAILABLE', 'Service unavailable', 503)
+// Expected 503s: the service refusing work by design (overload, shutdown), not a fault. No stack is
+// captured (there is nothing to trace, and shedding creates thousands a second) and the error
+// handler does not log them as errors.
+export const LOAD_SHED_CODE = 'API_LOAD_SHED'
+export const DRAINING_CODE = 'API_DRAINING'
+export const LoadShedError = createError(LOAD_SHED_CODE, 'Service unavailable', 503, Error, false)
+export const DrainingError = createError(DRAINING_CODE, 'Service unavailable', 503, Error, false)
 
 /** An upstream answered with a non-success status that the API mirrors (SPEC 4.8). */
 // Its statusCode is set per instance to the upstream's status, hence the widened type.
 export const UpstreamStatusError = createError<'API_UPSTREAM_STATUS', number>('API_UPSTREAM_STATUS', '%s', 502)
+
+/** A 503 answered by design: logged at debug, never as a failure. */
+export function isExpectedUnavailable (err: { code?: unknown }): boolean {
+  return err.code === LOAD_SHED_CODE || err.code === DRAINING_CODE
+}
 
 export function isPublicError (err: { code?: unknown }): boolean {
   return typeof err.code === 'string' && err.code.startsWith('API_')
