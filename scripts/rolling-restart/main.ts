@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
@@ -66,8 +67,7 @@ function positive (name: string, value: string | undefined, fallback: number): n
   return n
 }
 
-async function nodeVersion (node: string): Promise<string> {
-  const { execFileSync } = await import('node:child_process')
+function nodeVersion (node: string): string {
   return execFileSync(node, ['--version'], { encoding: 'utf8' }).trim()
 }
 
@@ -190,7 +190,7 @@ async function main (args: string[]): Promise<number> {
     for (let i = 1; i <= INSTANCES; i++) {
       instances.push(new Instance({ name: `api-${i}`, node, script: join(ROOT, 'dist/src/server.js'), cwd: work, port: await freePort(), env, logFile: join(work, `api-${i}.log`) }))
     }
-    say(`starting ${INSTANCES} instances on ${await nodeVersion(node)}`)
+    say(`starting ${INSTANCES} instances on ${nodeVersion(node)}`)
     await Promise.all(instances.map(async (instance) => await instance.start(START_TIMEOUT_MS)))
 
     const lbPort = await freePort()
@@ -243,7 +243,7 @@ async function main (args: string[]): Promise<number> {
     const result = await load.stop()
     load = undefined
     const report = {
-      node: await nodeVersion(node),
+      node: nodeVersion(node),
       haproxy,
       config: config.startsWith(ROOT) ? relative(ROOT, config) : config,
       messages,
