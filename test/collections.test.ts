@@ -364,12 +364,12 @@ t.test('a database failure while reading a collection, and recovery without rest
   }
 
   // The connection layer: concurrent reads all succeed on every driver (PGlite serialises them on
-  // its one in-process connection, postgres.js spreads them over its pool).
+  // its one connection, postgres.js spreads them over its pool).
   const burst = await Promise.all(Array.from({ length: 20 }, () => get(app, '/v2/messages')))
   t.same(burst.map((r) => r.status), Array(20).fill(200), '20 concurrent reads: all 200')
   t.same(burst.map((r) => r.body), Array(20).fill(onePage), '20 concurrent reads: all the same page')
 
-  // postgres.js names its connections; PGlite, in process, has no client connection to name.
+  // postgres.js names its connections; PGlite, embedded, has no client connection to name.
   const [{ app: applicationName } = { app: '' }] = await queryRows<{ app: string }>(app.db, sql`select current_setting('application_name') as app`)
   const server = process.env.TEST_DATABASE_URL
   if (server !== undefined && server !== '') {
@@ -411,6 +411,6 @@ t.test('a database failure while reading a collection, and recovery without rest
     }
     t.equal(statuses.at(-1), 200, `recovered within two requests (statuses: ${statuses.join(', ')})`)
   } else {
-    t.not(applicationName, 'messages-api', 'PGlite: in-process, no server connection exists that could be terminated')
+    t.not(applicationName, 'messages-api', 'PGlite: embedded, no server connection exists that could be terminated')
   }
 })

@@ -43,7 +43,7 @@ t.test('migrations are idempotent, and safe when several instances start at once
     await handles[1]!.migrate()
     await checkMigrated(t, handles[2]!.db, 'after one more run, seen from another handle')
   } else {
-    // PGlite is one in-process database per handle: "twice" means twice on the same handle.
+    // PGlite is one embedded database per handle: "twice" means twice on the same handle.
     handles.push(await createDb({ url: database.url }))
     t.equal(handles[0]!.driver, 'pglite')
     await handles[0]!.migrate()

@@ -93,7 +93,7 @@ function postgresWriter (url: string): Writer {
   }
 }
 
-/** PGlite has one connection, in process: every SQL writer runs on it, COPY from a blob. */
+/** PGlite has one connection, embedded: every SQL writer runs on it, COPY from a blob. */
 function pgliteWriter (app: App): Writer {
   const pglite = (app.db as unknown as { $client: PGlite }).$client
   const session = (q: PGlite | Transaction): Session => ({

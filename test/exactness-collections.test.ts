@@ -120,7 +120,7 @@ t.test('movies: pages and totals exact after SQL writes', async (t) => {
 })
 
 const server = process.env.TEST_DATABASE_URL
-// On PostgreSQL the COPY and the DELETE come from a client of their own; PGlite, in process, has
+// On PostgreSQL the COPY and the DELETE come from a client of their own; PGlite, embedded, has
 // no other client, so there they run through its own connection (COPY from a blob).
 t.test('messages bulk-loaded with COPY, by another client on PostgreSQL', async (t) => {
   const { app, url } = await buildWithUrl(t)

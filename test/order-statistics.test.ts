@@ -127,7 +127,7 @@ t.test('the next read after any write is exact: SQL writes, cached pages, compac
 /**
  * An app on PostgreSQL, where two clients can hold transactions at once: the server under test when
  * TEST_DATABASE_URL is set, else a throwaway server of the machine's own binaries (PGlite has one
- * in-process connection, so the property below cannot arise there).
+ * embedded connection, so the property below cannot arise there).
  */
 async function onServer (t: Test): Promise<{ app: App, url: string }> {
   const server = process.env.TEST_DATABASE_URL

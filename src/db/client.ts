@@ -1,7 +1,6 @@
 import { mkdir } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
-import { PGlite } from '@electric-sql/pglite'
-import { pg_trgm as pgTrgm } from '@electric-sql/pglite/contrib/pg_trgm'
+import type { PGlite } from '@electric-sql/pglite'
 import { sql } from 'drizzle-orm'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
@@ -9,6 +8,7 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
+import { PgliteThread } from './pglite-thread.js'
 import * as schema from './schema.js'
 
 /** The one database handle the rest of the code sees, whichever driver is behind it. */
@@ -152,13 +152,15 @@ function createPostgres (url: string, options: DbOptions): DbHandle {
 
 async function createPglite (dataDir: string | undefined): Promise<DbHandle> {
   if (dataDir !== undefined) await mkdir(dataDir, { recursive: true })
-  const client = await PGlite.create({ dataDir, extensions: { pg_trgm: pgTrgm } })
-  const db = drizzlePglite(client, { schema })
+  // In a thread of its own: PGlite runs each query synchronously, and on the event loop a slow one
+  // would stall every request. drizzle sees PGlite's interface; the thread answers it.
+  const client = await PgliteThread.create({ dataDir })
+  const db = drizzlePglite(client as unknown as PGlite, { schema })
   return {
     db,
     driver: 'pglite',
     async migrate () {
-      // PGlite is a single in-process connection, but the lock keeps both paths identical.
+      // PGlite is a single connection, but the lock keeps both paths identical.
       await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`)
       try {
         await migratePglite(db, { migrationsFolder: MIGRATIONS_FOLDER })

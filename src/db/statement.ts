@@ -37,7 +37,7 @@ interface PgliteClient { query: (query: string, params: unknown[], options: { ro
 /**
  * A statement whose rows come back as bytes, for answers the database renders whole (the delta sync
  * pages): postgres.js hands over each column as a view of the bytes it received, never decoding a
- * text only to encode it again for the reply. PGlite, in this process, hands over parsed values, made
+ * text only to encode it again for the reply. PGlite hands over parsed values (from its thread), made
  * their text's bytes here (so the SQL returns text, or numbers whose String() is their text).
  */
 export function rawStatement (query: SQL): (db: Database, params: Record<string, unknown>) => Promise<RawRow[]> {

@@ -15,7 +15,7 @@ export interface Outage {
  * A database outage for an app, on either database:
  * - PostgreSQL: the database refuses new connections (ALLOW_CONNECTIONS false) and the app's
  *   existing connections are terminated from an admin connection, as in an outage;
- * - PGlite (in process, one connection, nothing to cut): the session is left in an aborted
+ * - PGlite (embedded, one connection, nothing to cut): the session is left in an aborted
  *   transaction, where the server rejects every statement until ROLLBACK.
  */
 export async function databaseOutage (t: Test, app: App): Promise<Outage> {
