@@ -123,6 +123,18 @@ function sentencePool (): string[] {
   return pool
 }
 
+/**
+ * Phrases the generator writes, each in a small share of messages (a fraction of a percent): an
+ * adjective with a noun ("broken laptop"), two nouns ("badge for the kitchen"). The benchmark's cold
+ * search asks for a different one with every request.
+ */
+export function rarePhrases (): string[] {
+  return [
+    ...ADJECTIVES.flatMap((adjective) => NOUNS.map((noun) => `${adjective} ${noun}`)),
+    ...NOUNS.flatMap((first) => NOUNS.filter((second) => second !== first).map((second) => `${first} for the ${second}`))
+  ]
+}
+
 /** Puts the word into one sentence, after its first word, so it reads as part of the text. */
 function insertWord (random: () => number, text: string, word: string): string {
   const words = text.split(' ')
@@ -164,6 +176,8 @@ export function generateMessage (random: () => number): GeneratedMessage {
 
 export interface SeedOptions {
   url: string | undefined
+  /** The embedded database's directory when url is undefined (default ./.data/pglite). */
+  dataDir?: string
   messages: number
   users: number
   ifEmpty: boolean
@@ -382,7 +396,7 @@ async function dropIndexesPostgres (tx: postgres.TransactionSql): Promise<string
 
 export async function seedDatabase (options: SeedOptions): Promise<SeedSummary> {
   const started = performance.now()
-  const handle = await createDb({ url: options.url, statementTimeoutMs: 0 })
+  const handle = await createDb({ url: options.url, dataDir: options.dataDir, statementTimeoutMs: 0 })
   let existing: number
   let toInsert: number
   const progressOf = (total: number): (done: number) => void => createProgress(total, options.quiet === true ? null : process.stderr)

@@ -1,10 +1,11 @@
 import t from 'tap'
 import { ratio, renderMarkdown, renderSvg, type BenchReport, type Measurement } from '../bench/report.js'
 import { freshDatabase } from './helpers/database.js'
-import { copyTimestamp, createRandom, generateMessage, messageContent, SEARCH_WORDS, seedDatabase } from '../scripts/seed.js'
+import { shuffled } from '../bench/sequence.js'
+import { copyTimestamp, createRandom, generateMessage, messageContent, rarePhrases, SEARCH_WORDS, seedDatabase } from '../scripts/seed.js'
 
 const measurement = (rps: number, problems: string[] = []): Measurement =>
-  ({ requests: rps * 8, rps, p50: 1.5, p99: 12, non2xx: problems.length, errors: 0, peakRssMb: 120, problems })
+  ({ requests: rps * 8, rps, p50: 1.5, p99: 12, non2xx: problems.length, errors: 0, peakRssMb: 120, health: { count: 160, failed: 0, p99: 3.25, max: 4.5 }, problems })
 
 const report: BenchReport = {
   date: '2026-01-01T00:00:00.000Z',
@@ -21,7 +22,7 @@ const report: BenchReport = {
 
 t.test('the Markdown table shows ratios, failures and the machine', async (t) => {
   const markdown = renderMarkdown(report)
-  t.match(markdown, '| GET /health | 30,000 | 1.50 | 12.0 | 36,000 | 1.50 | 12.0 | 40,000 | 12.0 | 0.83× | 0.75× | 0 / 0 | 120 | ok |')
+  t.match(markdown, '| GET /health | 30,000 | 1.50 | 12.0 | 36,000 | 1.50 | 12.0 | 40,000 | 12.0 | 0.83× | 0.75× | 0 / 0 | 3.25 | 120 | ok |')
   t.match(markdown, '| POST /v2/messages <&> | 3,000 FAILED |')
   t.match(markdown, '| 3.00× | — |')
   t.match(markdown, '- POST /v2/messages <&> (service): non-2xx responses: 3× 500')
@@ -34,7 +35,8 @@ t.test('the delta sync table follows the reference table, and its problems are f
   const markdown = renderMarkdown({
     ...report,
     rows: [...report.rows, { key: 'sync-poll', name: 'delta sync poll', results: { service: measurement(27_000) }, reference: { key: 'health', target: 0.8 } },
-      { key: 'gzip-25', name: 'gzip page', results: { service: measurement(18_000) }, reference: { key: 'health', target: 1.2, measured: measurement(20_000) } }],
+      { key: 'gzip-25', name: 'gzip page', results: { service: measurement(18_000) }, reference: { key: 'health', target: 1.2, measured: measurement(20_000) } },
+      { key: 'random-subject', name: 'shed page', results: { service: measurement(40_000, ['non-2xx responses: 4668× 503']) }, reference: { key: 'health', target: 0.1 } }],
     sync: {
       initial: { limit: 1000, messages: 1_000_000, calls: 1001, seconds: 12.5, messagesPerSecond: 80_000, walks: [78_500.4, 80_000, 91_200], peakRssMb: 180, target: 100_000 },
       writes: { count: 1000, seconds: 1.2 },
@@ -47,6 +49,7 @@ t.test('the delta sync table follows the reference table, and its problems are f
   })
   t.match(markdown, '| delta sync poll | 27,000 | 12.0 | GET /health | 30,000 | 0.90× | ≥ 0.8× | yes |')
   t.match(markdown, '| gzip page | 18,000 | 12.0 | GET /health | 20,000 | 0.90× | ≥ 1.2× | no |', 'against the reference measured again just before')
+  t.match(markdown, '| shed page | 40,000 | 12.0 | GET /health | 30,000 | 1.33× | ≥ 0.1× | no (the row failed) |', 'answers that failed meet no target, however many')
   t.ok(markdown.indexOf('| delta sync poll | 27,000 | 12.0 |') < markdown.indexOf('Delta sync, service only'), 'after the reference table')
   t.match(markdown, '| Full initial sync, limit 1000 (median of 3 walks: 78,500, 80,000, 91,200/s) | 1,000,000 | 1,001 | 12.50 s | 80,000 | 180 | ≥ 100,000 messages/s | no |')
   t.match(markdown, '| Catch-up after 1,000 API writes, limit 100 | 1,000 | 10 | 42.3 ms (median of 5: 30.5 ms) | 23,669 | — | — | — |')
@@ -91,4 +94,38 @@ t.test('the seed fills an empty database and tops it up with --if-empty', async 
   if (database.url === 'memory://') return
   const again = await seedDatabase({ url: database.url, messages: 500, users: 20, ifEmpty: true, quiet: true })
   t.match(again, { newUsers: 0, insertedMessages: 200, totalMessages: 500 })
+})
+
+t.test('cold rows: a fixed-seed order without repeats, and rare phrases the generator writes', async (t) => {
+  const order = shuffled(4000, 1000, 18)
+  t.equal(order.length, 1000)
+  t.equal(new Set(order).size, 1000, 'no page is asked for twice')
+  t.ok(order.every((n) => Number.isInteger(n) && n >= 1 && n <= 4000), 'every value is a page')
+  t.same(shuffled(4000, 1000, 18), order, 'the same seed gives the same order, for every server and run')
+  t.not(shuffled(4000, 1000, 19).join(), order.join(), 'another seed, another order')
+  t.same(shuffled(5, 99, 18).sort((a, b) => a - b), [1, 2, 3, 4, 5], 'asked for more than there are: each once')
+
+  const phrases = rarePhrases()
+  t.equal(new Set(phrases).size, phrases.length, 'distinct phrases')
+  t.ok(phrases.length > 1000, `${phrases.length} phrases`)
+  const random = createRandom(7)
+  const texts = Array.from({ length: 20_000 }, () => messageContent(random).toLowerCase())
+  const shares = phrases.map((p) => texts.filter((text) => text.includes(p)).length / texts.length)
+  t.ok(shares.filter((s) => s > 0).length > phrases.length / 4, 'a good part of them occur in generated messages')
+  t.ok(Math.max(...shares) < 0.01, `each is rare: at most ${(Math.max(...shares) * 100).toFixed(2)} % of messages`)
+})
+
+t.test('the /health probe line, and no memory bound on the embedded database', async (t) => {
+  const embedded: BenchReport = {
+    ...report,
+    machine: { ...report.machine, postgres: 'PGlite (PostgreSQL 18.6)' },
+    rssLimitMb: undefined,
+    rows: [{ key: 'health', name: 'GET /health', results: { service: { ...measurement(30_000), peakRssMb: 480, health: { count: 150, failed: 1, p99: 21.5, max: 30.25 } } } }]
+  }
+  const markdown = renderMarkdown(embedded)
+  t.match(markdown, '| 0 / 0 | 21.5 | 480 | ok |', 'over 250 MB is not flagged when the database is in the process')
+  t.match(markdown, 'p99 at most 21.5 ms in a row (the longest probe 30.3 ms), 150 probes, 1 not answered 200.')
+  t.match(markdown, 'Peak RSS on the embedded database includes the database itself')
+  t.match(renderMarkdown({ ...report, rows: [{ key: 'health', name: 'GET /health', results: { service: { ...measurement(30_000), peakRssMb: 480 } } }] }),
+    '| 480 | RSS over 250 MB |', 'on PostgreSQL the bound applies')
 })
