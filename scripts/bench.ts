@@ -12,10 +12,11 @@ import { request } from 'undici'
 import { DEFAULT_DATA_DIR } from '../src/db/client.js'
 import { buildDevIdp, createTokenSigner, DEFAULT_KEYS_DIR, loadOrCreateKeys } from '../src/dev-idp/app.js'
 import { EVERYTHING, pgliteOracle, postgresOracle, type Oracle, type Where } from '../bench/oracle.js'
+import { pageQuery } from '../bench/paths.js'
 import { shuffled } from '../bench/sequence.js'
 import { renderMarkdown, renderSvg, TARGETS, type BenchReport, type Machine, type Measurement, type RowReport, type SyncReport, type Target } from '../bench/report.js'
 import { freePort } from './free-port.js'
-import { createRandom, formatSummary, generateMessage, rarePhrases, seedDatabase, seedUser, SEARCH_WORDS } from './seed.js'
+import { createRandom, formatSummary, generateMessage, rarePhrases, seedDatabase, seedUser, SEARCH_WORDS, SUBJECTS } from './seed.js'
 
 const USAGE = `Usage: [DATABASE_URL=postgres://...] npm run bench -- [options]
 
@@ -126,6 +127,8 @@ interface Row {
   prepare?: () => Promise<void>
   /** Cold rows: each request asks for the next path of a fixed sequence instead of `requests`. */
   sequence?: Sequence
+  /** Seconds, when the row runs longer than --duration (the random mix). */
+  duration?: number
 }
 
 /**
@@ -136,6 +139,10 @@ interface Sequence {
   paths: string[]
   /** The exact answer to one path, from the oracle; sampled answers are checked against it after the row. */
   expect: (path: string) => Promise<PageExpectation>
+  /** Goes round again at the end instead of stopping there (the random mix, bounded by time). */
+  repeat?: boolean
+  /** Keeps every n-th answer for checking (default VERIFY_EVERY). */
+  sampleEvery?: number
 }
 
 function parseJson (body: string): unknown {
@@ -296,7 +303,13 @@ async function expectPage (oracle: Oracle, where: Where, page: number, limit: nu
 }
 
 /** The messages whose content or subject contains `term`, as the search endpoint matches them. */
-const searchWhere = (term: string): Where => ({ text: '(content ilike $1 or subject ilike $1)', params: [`%${term}%`] })
+const searchWhere = (term: string): Where => pageQuery(`/v2/messages/search?q=${encodeURIComponent(term)}`).where
+
+/** The exact answer to a list or search path (bench/paths.ts). */
+async function expectPath (oracle: Oracle, path: string): Promise<PageExpectation> {
+  const query = pageQuery(path)
+  return await expectPage(oracle, query.where, query.page, query.limit, undefined, query.orderBy)
+}
 
 /** `sync`: the writers of the delta sync catch-up, subjects of their own so the POST rows still provision theirs. */
 interface Tokens { hello: string, post: (target: Target | 'sync') => Promise<string[]> }
@@ -364,11 +377,11 @@ const EMPTY_POLL = /^\{"data":\[\],"next":"[A-Za-z0-9_-]+","hasMore":false\}$/
 
 const COLD_LIMIT = 25
 const COLD_SEED = 18
-// Each sort of the cold rows: the query string it adds, and the oracle's ORDER BY (the sort key, then id ascending).
+// Each sort of the cold rows, and the query string it adds.
 const COLD_SORTS = [
-  { key: 'random-id', name: 'sort=id', query: '', orderBy: 'id' },
-  { key: 'random-created', name: 'sort=createdAt desc', query: '&sort=createdAt&order=desc', orderBy: 'created_at desc, id' },
-  { key: 'random-subject', name: 'sort=subject', query: '&sort=subject', orderBy: 'subject, id' }
+  { key: 'random-id', name: 'sort=id', query: '' },
+  { key: 'random-created', name: 'sort=createdAt desc', query: '&sort=createdAt&order=desc' },
+  { key: 'random-subject', name: 'sort=subject', query: '&sort=subject' }
 ] as const
 
 /**
@@ -387,7 +400,7 @@ async function coldRows (oracle: Oracle, total: number, wanted: (key: string) =>
       requests: () => [],
       sequence: {
         paths: shuffled(pages, maxRequests, COLD_SEED).map((page) => `/v2/messages?page=${page}&limit=${COLD_LIMIT}${sort.query}`),
-        expect: async (path) => await expectPage(oracle, EVERYTHING, Number(new URL(path, 'http://x').searchParams.get('page')), COLD_LIMIT, undefined, sort.orderBy)
+        expect: async (path) => await expectPath(oracle, path)
       },
       reference: { key: 'page1-25', target: sort.key === 'random-subject' ? 0.1 : 0.25 }
     })
@@ -401,12 +414,70 @@ async function coldRows (oracle: Oracle, total: number, wanted: (key: string) =>
       requests: () => [],
       sequence: {
         paths: shuffled(phrases.length, maxRequests, COLD_SEED).map((n) => `/v2/messages/search?q=${encodeURIComponent(phrases[n - 1]!)}&page=1&limit=${COLD_LIMIT}`),
-        expect: async (path) => await expectPage(oracle, searchWhere(new URL(path, 'http://x').searchParams.get('q')!), 1, COLD_LIMIT)
+        expect: async (path) => await expectPath(oracle, path)
       },
       reference: { key: 'page1-25', target: 0.05 }
     })
   }
   return rows
+}
+
+const MIX_SECONDS = 120
+const MIX_PATHS = 200_000
+const MIX_AUTHORS = 50
+const PRIORITIES = ['low', 'normal', 'high', 'urgent'] as const
+const SORTS = ['id', 'createdAt', 'priority', 'subject'] as const
+
+/**
+ * The random mix (issue: memory under a load test): MIX_SECONDS of list pages in every sort and order,
+ * unfiltered or filtered by priority, author or subject, at a random page of what the filter leaves,
+ * and searches for rare phrases and for the seeded words at random pages. Fixed seed, the same for
+ * every run; paths repeat as they would in a real load test, so caches fill and are used. Its figure
+ * is the service's peak RSS.
+ */
+async function mixRow (oracle: Oracle): Promise<Row> {
+  const random = createRandom(COLD_SEED + 1)
+  const pick = <T> (items: readonly T[]): T => items[Math.floor(random() * items.length)]!
+  const authors = (await oracle.rows<{ id: string }>(`select id from users order by id limit ${MIX_AUTHORS}`)).map((r) => r.id)
+  const totals = new Map<string, number>()
+  // Pages of a filter or term: its total from the oracle, read once.
+  const pagesOf = async (path: string): Promise<number> => {
+    let total = totals.get(path)
+    if (total === undefined) {
+      total = await oracle.count(pageQuery(path).where)
+      totals.set(path, total)
+    }
+    return Math.max(1, Math.ceil(total / COLD_LIMIT))
+  }
+  const phrases = rarePhrases()
+  const words = Object.keys(SEARCH_WORDS)
+  const paths: string[] = []
+  for (let i = 0; i < MIX_PATHS; i++) {
+    const order = `&sort=${pick(SORTS)}&order=${random() < 0.5 ? 'asc' : 'desc'}&limit=${COLD_LIMIT}`
+    const kind = random()
+    if (kind < 0.3) {
+      paths.push(`/v2/messages/search?q=${encodeURIComponent(pick(phrases))}&page=1&limit=${COLD_LIMIT}`)
+    } else if (kind < 0.4) {
+      const base = `/v2/messages/search?q=${pick(words)}`
+      paths.push(`${base}&page=${1 + Math.floor(random() * await pagesOf(base))}${order}`)
+    } else {
+      const filter = random()
+      const base = filter < 0.4
+        ? '/v2/messages?'
+        : filter < 0.6
+          ? `/v2/messages?priority=${pick(PRIORITIES)}`
+          : filter < 0.8 ? `/v2/messages?authorId=${pick(authors)}` : `/v2/messages?subject=${encodeURIComponent(pick(SUBJECTS))}`
+      paths.push(`${base}&page=${1 + Math.floor(random() * await pagesOf(base))}${order}`)
+    }
+  }
+  return {
+    key: 'mix',
+    name: `random mix for ${MIX_SECONDS} s: pages of every sort and filter, rare and common search terms`,
+    targets: ['service'],
+    requests: () => [],
+    duration: MIX_SECONDS,
+    sequence: { paths, expect: async (path) => await expectPath(oracle, path), repeat: true, sampleEvery: 500 }
+  }
 }
 
 async function buildRows (oracle: Oracle, keys: Set<string> | undefined, tokens: Tokens, service: Child, maxRequests: number): Promise<Row[]> {
@@ -485,6 +556,7 @@ async function buildRows (oracle: Oracle, keys: Set<string> | undefined, tokens:
     rows.push(listRow('search', `search "${SEARCH_WORD}" (${(share * 100).toFixed(1)}% of rows), page 1`, `/v2/messages/search?q=${SEARCH_WORD}&page=1&limit=25`, expect, ['service', 'baseline']))
   }
   rows.push(...await coldRows(oracle, total, wanted, maxRequests))
+  if (wanted('mix')) rows.push(await mixRow(oracle))
   if (wanted('hello')) {
     rows.push({
       key: 'hello',
@@ -615,7 +687,7 @@ function sequenceRequests (sequence: Sequence, samples: Array<[string, string]>)
       return { ...request, path }
     },
     onResponse: (status, body, context) => {
-      if (status === 200 && answered++ % VERIFY_EVERY === 0 && samples.length < SEQUENCE_SAMPLES) samples.push([String(context.path), body])
+      if (status === 200 && answered++ % (sequence.sampleEvery ?? VERIFY_EVERY) === 0 && samples.length < SEQUENCE_SAMPLES) samples.push([String(context.path), body])
     }
   }]
 }
@@ -638,8 +710,8 @@ async function measure (row: Row, child: Child, settings: RunSettings): Promise<
   const result = await runCannon({
     url: child.base,
     connections: settings.connections,
-    duration: settings.duration,
-    maxOverallRequests: row.sequence === undefined ? settings.maxRequests : Math.min(settings.maxRequests, row.sequence.paths.length),
+    duration: row.duration ?? settings.duration,
+    maxOverallRequests: row.sequence === undefined || row.sequence.repeat === true ? settings.maxRequests : Math.min(settings.maxRequests, row.sequence.paths.length),
     timeout: 10,
     requests: row.sequence === undefined ? row.requests(child.name) : sequenceRequests(row.sequence, samples),
     verifyBody: withAcknowledged(row.verify === undefined ? () => true : sampled(row.verify, bodyProblems), row.countsWrites === true ? acknowledged : undefined)
@@ -887,7 +959,7 @@ function describeMachine (oracle: Oracle): Machine {
 }
 
 const ROW_KEYS = ['health', 'page1-25', 'middle-25', 'last-25', 'page1-100', 'middle-100', 'last-100', 'revalidate-25', 'gzip-25', 'cursor-25',
-  'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'hello', 'post', 'post-idempotent', 'sync', 'sync-poll']
+  'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'mix', 'hello', 'post', 'post-idempotent', 'sync', 'sync-poll']
 // The embedded database's run (no DATABASE_URL): the rows a first try of `npm start` would exercise.
 const EMBEDDED_ROWS = ['health', 'page1-25', 'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'post']
 

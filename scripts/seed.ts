@@ -36,7 +36,7 @@ const LAST_NAMES = ['Adeyemi', 'Alvarez', 'Andersson', 'Becker', 'Costa', 'Duboi
   'Nakamura', 'Nguyen', 'Novak', 'Okafor', 'Olsen', 'Patel', 'Petrov', 'Quinn', 'Rossi', 'Santos', 'Schmidt', 'Silva',
   'Singh', 'Smith', 'Suzuki', 'Tanaka', 'Torres', 'Wang', 'Weber', 'Wilson', 'Yilmaz', 'Zhang']
 
-const SUBJECTS = ['Weekly sync', 'Deployment window', 'Quarterly planning', 'Incident follow-up', 'Lunch on Friday',
+export const SUBJECTS = ['Weekly sync', 'Deployment window', 'Quarterly planning', 'Incident follow-up', 'Lunch on Friday',
   'Release notes', 'Budget review', 'Onboarding checklist', 'Customer feedback', 'Design review', 'Hiring update',
   'Security patch', 'Database migration', 'On-call handover', 'Team offsite', 'Roadmap draft', 'Invoice question',
   'Travel plans', 'Office move', 'Performance report', 'API changes', 'Holiday schedule', 'Training session',

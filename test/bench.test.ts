@@ -1,6 +1,7 @@
 import t from 'tap'
 import { ratio, renderMarkdown, renderSvg, type BenchReport, type Measurement } from '../bench/report.js'
 import { freshDatabase } from './helpers/database.js'
+import { pageQuery } from '../bench/paths.js'
 import { shuffled } from '../bench/sequence.js'
 import { copyTimestamp, createRandom, generateMessage, messageContent, rarePhrases, SEARCH_WORDS, seedDatabase } from '../scripts/seed.js'
 
@@ -128,4 +129,21 @@ t.test('the /health probe line, and no memory bound on the embedded database', a
   t.match(markdown, 'Peak RSS on the embedded database includes the database itself')
   t.match(renderMarkdown({ ...report, rows: [{ key: 'health', name: 'GET /health', results: { service: { ...measurement(30_000), peakRssMb: 480 } } }] }),
     '| 480 | RSS over 250 MB |', 'on PostgreSQL the bound applies')
+})
+
+t.test('a list or search path as the plain query that answers it', async (t) => {
+  t.same(pageQuery('/v2/messages?page=7&limit=25'), { where: { text: 'true', params: [] }, orderBy: 'id', page: 7, limit: 25 })
+  t.same(pageQuery('/v2/messages?&page=3&sort=createdAt&order=desc&limit=25'), { where: { text: 'true', params: [] }, orderBy: 'created_at desc, id', page: 3, limit: 25 },
+    'ties in the sort key go by id ascending, whatever the order (CONTRACT 7)')
+  t.same(pageQuery('/v2/messages?sort=id&order=desc'), { where: { text: 'true', params: [] }, orderBy: 'id desc', page: 1, limit: 25 }, 'defaults: page 1, limit 25')
+  t.same(pageQuery('/v2/messages?priority=high&authorId=12&subject=Weekly%20sync&sort=subject&page=2&limit=10'), {
+    where: { text: 'priority = $1::message_priority and author_id = $2::bigint and subject = $3', params: ['high', '12', 'Weekly sync'] },
+    orderBy: 'subject, id',
+    page: 2,
+    limit: 10
+  })
+  t.same(pageQuery('/v2/messages/search?q=50%25_off&priority=low&page=1&limit=25').where, {
+    text: '(content ilike $1 or subject ilike $1) and priority = $2::message_priority', params: ['%50\\%\\_off%', 'low']
+  }, '% and _ in a term match themselves, as the service matches them (CONTRACT 10)')
+  t.throws(() => pageQuery('/v2/messages?sort=nope'), /no sort nope/)
 })

@@ -6,6 +6,7 @@ import { statement } from '../db/statement.js'
 import type { PageRequest, PageResult } from '../lib/pagination.js'
 import { OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
 import type { Conditional, Revalidated } from '../lib/entity-tag.js'
+import { MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, SEARCH_IDS, messageBytes, pageBytes } from '../lib/memory-budget.js'
 import { VersionedCache } from '../lib/version-cache.js'
 import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type FilterValues } from './collection.js'
 import { createMessageWriter, type IdempotentWrite, type KeyedOutcome } from './message-writer.js'
@@ -87,7 +88,6 @@ const PRIORITY_PAGE = { asc: priorityPage(false), desc: priorityPage(true) }
 // Search: the ordered ids of a term's matches are read once, with the table's version, and kept;
 // each page then reads only its own rows, together with the current version in the same snapshot.
 // A differing version (any write by anyone) discards the ids and reads them afresh.
-const SEARCH_CACHE_IDS = 2_000_000
 const SEARCH_SORTS: Record<MessageSort, string> = { id: 's.id', createdAt: 's.created_at', priority: 's.priority', subject: 's.subject' }
 const searchFilterSql: Record<FilterName, ReturnType<typeof sql>> = {
   priority: sql`s.priority = ${placeholder('priority')}::message_priority`,
@@ -137,17 +137,15 @@ export function likePattern (term: string): string {
   return `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 }
 
-// Pages of the list and of search, remembered until any write to messages or users (authors' names).
-const PAGE_CACHE_BYTES = 32 * 1024 * 1024
-const messageSize = (m: Message) => 160 + m.content.length + (m.subject?.length ?? 0) + (m.author.name?.length ?? 0)
-const pageSize = (page: { rows: Message[] }) => page.rows.reduce((size, m) => size + messageSize(m), 64)
+// Pages of the list and of search, remembered until any write to messages or users (authors' names);
+// bounds and sizes in src/lib/memory-budget.ts.
+const pageSize = (page: PageResult<Message>) => pageBytes(page, messageBytes)
 // The normalised request: it keys the cache and, with the versions, the page's tag (CONTRACT 12).
 const pageKey = (kind: string, filters: MessageFilters, page: PageRequest<MessageSort>, term = '') =>
   JSON.stringify([kind, term, filters.priority, filters.authorId, filters.subject, page.sort, page.order, page.page, page.offset, page.limit, page.cursor, page.filters])
 
 // Single messages, remembered like pages: a message shows its author's name, so users' writes retire it too.
-const ITEM_CACHE_BYTES = 8 * 1024 * 1024
-const itemSize = (message: Message | null) => message === null ? 64 : messageSize(message)
+const itemSize = (message: Message | null) => message === null ? 64 : messageBytes(message)
 const exists = (message: Message | null) => message !== null
 
 /** A search row's sort key as the collection reader renders it for cursors. */
@@ -166,9 +164,9 @@ export interface MessagesRepositoryOptions {
 
 export function createMessagesRepository (db: Database, read: ReadRouter = async (run) => run(db), options: MessagesRepositoryOptions = {}) {
   const writer = createMessageWriter(db, { idempotencyTtlHours: options.idempotencyTtlHours ?? 24 })
-  const searchCache = new OrderedIdCache(SEARCH_CACHE_IDS)
-  const pages = new VersionedCache<PageResult<Message>>(['messages', 'users'], PAGE_CACHE_BYTES, pageSize)
-  const items = new VersionedCache<Message | null>(['messages', 'users'], ITEM_CACHE_BYTES, itemSize)
+  const searchCache = new OrderedIdCache(SEARCH_IDS)
+  const pages = new VersionedCache<PageResult<Message>>(['messages', 'users'], MESSAGE_PAGE_BYTES, pageSize)
+  const items = new VersionedCache<Message | null>(['messages', 'users'], MESSAGE_ITEM_BYTES, itemSize)
   const searchStatements = new Map<string, ReturnType<typeof statement<{ version: number, ids: number[] }>>>()
   // One read of a term's ids at a time per key and database, however many requests want them.
   const computing = new Map<string, Promise<OrderedIds>>()

@@ -4,6 +4,7 @@ import type { ReadRouter } from '../db/read-router.js'
 import type { MovieRow } from '../db/schema.js'
 import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import type { PageRequest, PageResult } from '../lib/pagination.js'
+import { MOVIE_PAGE_BYTES, movieBytes, pageBytes } from '../lib/memory-budget.js'
 import { VersionedCache } from '../lib/version-cache.js'
 import { createCollectionReader, hashKey, placeholder, plainKey } from './collection.js'
 
@@ -37,11 +38,10 @@ const reader = createCollectionReader<MovieSort, keyof MovieFilters, Movie>({
   ranked: { dims: {} }
 })
 
-const PAGE_CACHE_BYTES = 4 * 1024 * 1024
-const pageSize = (page: { rows: Movie[] }) => page.rows.reduce((size, movie) => size + 96 + movie.title.length + movie.genre.length, 64)
+const pageSize = (page: PageResult<Movie>) => pageBytes(page, movieBytes)
 
 export function createMoviesRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
-  const pages = new VersionedCache<PageResult<Movie>>(['movies'], PAGE_CACHE_BYTES, pageSize)
+  const pages = new VersionedCache<PageResult<Movie>>(['movies'], MOVIE_PAGE_BYTES, pageSize)
   return {
     list (filters: MovieFilters, page: PageRequest<MovieSort>, conditional: Conditional): Promise<Revalidated<PageResult<Movie>>> {
       const key = JSON.stringify([filters.genre, filters.year, filters.minRating, page])

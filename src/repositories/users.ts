@@ -4,6 +4,7 @@ import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
 import type { ReadRouter } from '../db/read-router.js'
 import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import type { PageRequest, PageResult } from '../lib/pagination.js'
+import { USER_PAGE_BYTES, pageBytes, userBytes } from '../lib/memory-budget.js'
 import { VersionedCache, VersionGate } from '../lib/version-cache.js'
 import { createCollectionReader, hashKey, isoTimestamp, placeholder } from './collection.js'
 
@@ -66,11 +67,10 @@ const fromItemRow = (row: UserItemRow): LocalUser => ({
   updatedAt: row.updated_at
 })
 
-const PAGE_CACHE_BYTES = 4 * 1024 * 1024
-const pageSize = (page: { rows: LocalUser[] }) => page.rows.reduce((size, user) => size + 200 + user.subjectId.length + (user.email?.length ?? 0) + (user.name?.length ?? 0), 64)
+const pageSize = (page: PageResult<LocalUser>) => pageBytes(page, userBytes)
 
 export function createUsersRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
-  const pages = new VersionedCache<PageResult<LocalUser>>(['users'], PAGE_CACHE_BYTES, pageSize)
+  const pages = new VersionedCache<PageResult<LocalUser>>(['users'], USER_PAGE_BYTES, pageSize)
   const gate = new VersionGate(['users'])
   return {
     /**

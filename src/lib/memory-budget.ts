@@ -1,0 +1,51 @@
+/**
+ * What the service's caches may hold, all in one place, so that their bounds visibly add up.
+ *
+ * Each bound counts heap bytes as a heap snapshot counts them, not the length of the text: a cached page
+ * is its row objects, their strings (content, subject, names, timestamps, cursor keys) and the
+ * serialized body the representation keeps with it (src/lib/representation.ts), in which the text
+ * appears a second time. Measured: heap snapshots of the service after the same random load, holding
+ * 4,666 and then 1,400 cached 25-message pages, differ by 17.8 KB a page; the estimate below gives
+ * 19.3 KB for those pages (twice the text, plus about 450 bytes a row), erring on the safe side.
+ *
+ * Together: 24 + 4 + 8 + 2 + 2 MiB of pages, messages and search ids, plus at most 10,000 verified
+ * tokens (a token string and its user, estimated at 1.2 KB each), about 52 MiB. The service holds about 125 MB at rest; with the heap's
+ * headroom for garbage over the caches, the process stays under the 250 MB bound (README, "Memory").
+ */
+
+const MiB = 1024 * 1024
+
+/** Pages of GET /v2/messages and of search, until a write to messages or users. */
+export const MESSAGE_PAGE_BYTES = 24 * MiB
+/** Single messages of GET /v2/messages/{id}. */
+export const MESSAGE_ITEM_BYTES = 4 * MiB
+/** The ordered ids of search terms' matches, 8 bytes each (Float64Array): 1,048,576 ids. */
+export const SEARCH_IDS = MiB
+/** Pages of /v2/users and of /v2/movies. */
+export const USER_PAGE_BYTES = 2 * MiB
+export const MOVIE_PAGE_BYTES = 2 * MiB
+
+// A string is a 16-byte header and, for the ASCII the service mostly holds, a byte a character; its
+// bytes then appear again in the serialized body.
+const text = (value: string | null | undefined): number => value == null ? 0 : 2 * value.length + 16
+
+/** A message: its object and its author's (about 130 bytes), its strings, its share of the body's JSON. */
+export function messageBytes (m: { content: string, subject: string | null, author: { name?: string | null } }): number {
+  return 420 + text(m.content) + text(m.subject) + text(m.author.name)
+}
+
+export function userBytes (u: { subjectId: string, email: string | null, name: string | null }): number {
+  return 480 + text(u.subjectId) + text(u.email) + text(u.name)
+}
+
+export function movieBytes (m: { title: string, genre: string }): number {
+  return 260 + text(m.title) + text(m.genre)
+}
+
+/** A page: its rows, its cursor keys, the page object and the body's pagination. */
+export function pageBytes<T> (page: { rows: T[], keys: Array<string | null> }, rowBytes: (row: T) => number): number {
+  let size = 400
+  for (const row of page.rows) size += rowBytes(row)
+  for (const key of page.keys) size += key === null ? 8 : 24 + key.length
+  return size
+}
