@@ -5,6 +5,8 @@
  * before the service started: the same data for every read row, blind to the service's writes
  * (`live` is false), which are checked on the real directory once the service has stopped.
  */
+import { readdir, stat } from 'node:fs/promises'
+import { join } from 'node:path'
 import postgres from 'postgres'
 import { createDb, type DbHandle } from '../src/db/client.js'
 
@@ -23,6 +25,8 @@ export interface Oracle {
   ids: (where: Where, orderBy: string, limit: number, offset: number) => Promise<number[]>
   /** How many of `ids` are rows of messages. */
   present: (ids: number[]) => Promise<number>
+  /** The database's size on disk, in bytes. */
+  bytes: () => Promise<number>
   /** Runs a query of the benchmark's own (statistics, the change log); rows as objects. */
   rows: <T>(text: string, params?: unknown[]) => Promise<T[]>
   close: () => Promise<void>
@@ -30,11 +34,12 @@ export interface Oracle {
 
 const idsOf = (rows: Array<{ id: string | number }>): number[] => rows.map((r) => Number(r.id))
 
-function oracleOf (label: string, live: boolean, rows: Oracle['rows'], close: () => Promise<void>): Oracle {
+function oracleOf (label: string, live: boolean, rows: Oracle['rows'], bytes: () => Promise<number>, close: () => Promise<void>): Oracle {
   return {
     label,
     live,
     rows,
+    bytes,
     close,
     async count (where) {
       const [row] = await rows<{ n: number }>(`select count(*)::int as n from messages where ${where.text}`, where.params)
@@ -57,14 +62,27 @@ export async function postgresOracle (url: string): Promise<Oracle & { sql: post
   const sql = postgres(url, { max: 2, onnotice: () => {} })
   const rows = async <T>(text: string, params: unknown[] = []): Promise<T[]> => await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[]) as unknown as T[]
   const [row] = await rows<{ version: string }>('select version()')
-  return { ...oracleOf(row!.version.split(' ').slice(0, 2).join(' '), true, rows, async () => { await sql.end({ timeout: 5 }) }), sql }
+  const bytes = async (): Promise<number> => Number((await rows<{ n: string }>('select pg_database_size(current_database()) as n'))[0]!.n)
+  return { ...oracleOf(row!.version.split(' ').slice(0, 2).join(' '), true, rows, bytes, async () => { await sql.end({ timeout: 5 }) }), sql }
 }
 
-/** An embedded database directory, opened in its own thread as the service opens it. */
-export async function pgliteOracle (dataDir: string): Promise<Oracle> {
+/** The bytes of the files under a directory. */
+export async function directoryBytes (path: string): Promise<number> {
+  let total = 0
+  for (const entry of await readdir(path, { recursive: true, withFileTypes: true })) {
+    if (entry.isFile()) total += (await stat(join(entry.parentPath, entry.name))).size
+  }
+  return total
+}
+
+/**
+ * An embedded database directory, opened in its own thread as the service opens it. `live` is the
+ * directory the service runs on, whose size `bytes` reports (the copy holds none of its writes).
+ */
+export async function pgliteOracle (dataDir: string, live = dataDir): Promise<Oracle> {
   const handle: DbHandle = await createDb({ url: undefined, dataDir })
   const client = (handle.db as unknown as { $client: { query: <T>(text: string, params?: unknown[]) => Promise<{ rows: T[] }> } }).$client
   const rows = async <T>(text: string, params: unknown[] = []): Promise<T[]> => (await client.query<T>(text, params)).rows
   const [row] = await rows<{ version: string }>('select version()')
-  return oracleOf(`PGlite (${row!.version.split(' ').slice(0, 2).join(' ')})`, false, rows, async () => { await handle.close() })
+  return oracleOf(`PGlite (${row!.version.split(' ').slice(0, 2).join(' ')})`, false, rows, async () => await directoryBytes(live), async () => { await handle.close() })
 }

@@ -74,6 +74,12 @@ export interface BenchReport {
   date: string
   machine: Machine
   messages: number
+  /** The messages the run asked the table to hold (--messages); `messages` adds what POST wrote. */
+  size?: number
+  /** The seed this run made, when the table held fewer messages than asked. */
+  seed?: { messages: number, seconds: number }
+  /** The database's size on disk at the end of the run. */
+  databaseBytes?: number
   durationSeconds: number
   connections: number
   /**

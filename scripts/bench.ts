@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import type { EventEmitter } from 'node:events'
-import { closeSync, cpSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, cpSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { cpus, release, totalmem, type } from 'node:os'
 import { join } from 'node:path'
@@ -37,6 +37,8 @@ Options:
   --connections <n>   concurrent connections (default 50; embedded 16)
   --max-requests <n>  request cap per row and server (default 60000 per second of --duration)
   --rows <a,b,...>    run only these rows (keys: <row keys>)
+  --targets <a,b>     the servers to measure (default service,baseline,ceiling; service is required)
+  --out <name>        write bench-results/<name>.{md,json,svg} (default latest; embedded: embedded)
   -h, --help          show this help
 `
 
@@ -199,6 +201,25 @@ function logTail (child: Child): string {
   } catch {
     return ''
   }
+}
+
+function logSize (child: Child): number {
+  try {
+    return statSync(child.log).size
+  } catch {
+    return 0
+  }
+}
+
+/** The lines of level error or fatal (pino's 50 and 60), and load shedding's summaries, a server logged after byte `from`. */
+function errorLines (child: Child, from: number): string[] {
+  let text: string
+  try {
+    text = readFileSync(child.log).subarray(from).toString('utf8')
+  } catch {
+    return []
+  }
+  return text.split('\n').filter((line) => /"level":(50|60)\b|"shed":\d/.test(line))
 }
 
 async function cleanup (): Promise<void> {
@@ -981,6 +1002,8 @@ async function main (args: string[]): Promise<number> {
       messages: { type: 'string' },
       'max-requests': { type: 'string' },
       rows: { type: 'string' },
+      targets: { type: 'string' },
+      out: { type: 'string' },
       help: { type: 'boolean', short: 'h' }
     }
   })
@@ -1002,6 +1025,11 @@ async function main (args: string[]): Promise<number> {
   const unknown = [...keys].filter((k) => !ROW_KEYS.includes(k))
   if (unknown.length > 0) throw new BenchError(`unknown row ${unknown.join(', ')}; rows are ${ROW_KEYS.join(', ')}`)
   if (embedded) keys.delete('sync')
+  const targets = new Set(values.targets?.split(',').map((k) => k.trim()) ?? TARGETS)
+  const unknownTarget = [...targets].filter((t) => !TARGETS.includes(t as Target))
+  if (unknownTarget.length > 0 || !targets.has('service')) throw new BenchError(`--targets takes service and any of baseline, ceiling (got ${values.targets ?? ''})`)
+  const outName = values.out ?? (embedded ? 'embedded' : 'latest')
+  if (!/^[\w.-]+$/.test(outName)) throw new BenchError('--out takes a file name without a path')
   mkdirSync(RESULTS_DIR, { recursive: true })
 
   let seeded
@@ -1011,6 +1039,7 @@ async function main (args: string[]): Promise<number> {
     throw new BenchError(`cannot prepare the database at ${embedded ? EMBEDDED_DATA_DIR : 'DATABASE_URL'}: ${(err as Error).message}`)
   }
   process.stdout.write(formatSummary(seeded) + '\n')
+  const seed = seeded.insertedMessages > 0 ? { messages: seeded.insertedMessages, seconds: seeded.seconds } : undefined
   if (embedded) {
     rmSync(EMBEDDED_ORACLE_DIR, { recursive: true, force: true })
     cpSync(EMBEDDED_DATA_DIR, EMBEDDED_ORACLE_DIR, { recursive: true })
@@ -1037,7 +1066,7 @@ async function main (args: string[]): Promise<number> {
     }))
   }
 
-  const oracle = embedded ? await pgliteOracle(EMBEDDED_ORACLE_DIR) : await postgresOracle(databaseUrl)
+  const oracle = embedded ? await pgliteOracle(EMBEDDED_ORACLE_DIR, EMBEDDED_DATA_DIR) : await postgresOracle(databaseUrl)
   const deferred: DeferredWrites[] = []
   try {
     const machine = describeMachine(oracle)
@@ -1047,8 +1076,8 @@ async function main (args: string[]): Promise<number> {
     const service = await startChild('service', 'src/server.js', { ...serverEnv, RATE_LIMIT_MAX: '0', LOG_LEVEL: 'warn' }, '/health/ready', embedded ? EMBEDDED_DIR : ROOT)
     const byTarget: Partial<Record<Target, Child>> = { service }
     // The naive server and the ceiling read PostgreSQL; on the embedded database the service is measured alone.
-    if (!embedded) {
-      byTarget.baseline = await startChild('baseline', 'bench/baseline.js', serverEnv, '/health')
+    if (!embedded && targets.has('baseline')) byTarget.baseline = await startChild('baseline', 'bench/baseline.js', serverEnv, '/health')
+    if (!embedded && targets.has('ceiling')) {
       // The ceiling answers the service's own page-1 bodies, read once at start-up.
       const pagesFile = join(RESULTS_DIR, 'ceiling-pages.json')
       const pages: Record<string, unknown> = {}
@@ -1090,8 +1119,14 @@ async function main (args: string[]): Promise<number> {
         await sleep(300)
       }
       for (const target of row.targets) {
-        report.results[target] = await measure(row, byTarget[target]!, settings)
+        const child = byTarget[target]!
+        const logFrom = logSize(child)
+        const measured = report.results[target] = await measure(row, child, settings)
         await settle(oracle)
+        // Answers that come after the row has stopped listening (a statement timeout, 10 s on) are
+        // seen only in the server's log.
+        const logged = errorLines(child, logFrom)
+        if (logged.length > 0) measured.problems.push(`${logged.length} error or load-shedding lines in the ${target}'s log during the row; the first: ${logged[0]!.slice(0, 300)}`)
         await sleep(300)
       }
       printRow(report)
@@ -1099,6 +1134,7 @@ async function main (args: string[]): Promise<number> {
     }
 
     const messagesAtEnd = oracle.live ? await oracle.count(EVERYTHING) : await statedTotal(service)
+    const databaseBytes = await oracle.bytes()
     if (deferred.length > 0) {
       // The service stops as on a deploy (SIGTERM, its database closed), then its own directory is read.
       await cleanup()
@@ -1117,6 +1153,9 @@ async function main (args: string[]): Promise<number> {
       date: new Date().toISOString(),
       machine,
       messages: messagesAtEnd,
+      size: messages,
+      seed,
+      databaseBytes,
       durationSeconds: duration,
       connections,
       rssLimitMb: embedded ? undefined : RSS_LIMIT_MB,
@@ -1125,7 +1164,7 @@ async function main (args: string[]): Promise<number> {
     }
     const markdown = renderMarkdown(report)
     // The embedded run has results of its own: it is a different database, not a later run of the same one.
-    const name = embedded ? 'embedded' : 'latest'
+    const name = outName
     writeFileSync(join(RESULTS_DIR, `${name}.md`), markdown)
     writeFileSync(join(RESULTS_DIR, `${name}.json`), JSON.stringify(report, null, 2) + '\n')
     writeFileSync(join(RESULTS_DIR, `${name}.svg`), renderSvg(report))

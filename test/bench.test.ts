@@ -1,6 +1,7 @@
 import t from 'tap'
 import { ratio, renderMarkdown, renderSvg, type BenchReport, type Measurement } from '../bench/report.js'
 import { freshDatabase } from './helpers/database.js'
+import { renderCurveMarkdown, renderCurveSvg } from '../bench/curve.js'
 import { pageQuery } from '../bench/paths.js'
 import { shuffled } from '../bench/sequence.js'
 import { copyTimestamp, createRandom, generateMessage, messageContent, rarePhrases, SEARCH_WORDS, seedDatabase } from '../scripts/seed.js'
@@ -146,4 +147,35 @@ t.test('a list or search path as the plain query that answers it', async (t) => 
     text: '(content ilike $1 or subject ilike $1) and priority = $2::message_priority', params: ['%50\\%\\_off%', 'low']
   }, '% and _ in a term match themselves, as the service matches them (CONTRACT 10)')
   t.throws(() => pageQuery('/v2/messages?sort=nope'), /no sort nope/)
+})
+
+t.test('the size curve: each row at each size, how much costlier on the largest table, and the chart', async (t) => {
+  const run = (size: number, idRps: number, subjectRps: number, extra: Partial<BenchReport> = {}): BenchReport => ({
+    ...report,
+    size,
+    messages: size + 1000,
+    rows: [
+      { key: 'page1-25', name: 'list page 1 (1), limit 25', results: { service: measurement(10_000) } },
+      { key: 'random-id', name: `random page of ${size / 25}, sort=id, limit 25`, results: { service: measurement(idRps) } },
+      { key: 'random-subject', name: `random page of ${size / 25}, sort=subject, limit 25`, results: { service: measurement(subjectRps, subjectRps < 5 ? ['non-2xx responses: 3× 503'] : []) } }
+    ],
+    ...extra
+  })
+  const runs = [
+    run(10_000_000, 500, 2, { seed: { messages: 10_000_000, seconds: 361.4 }, databaseBytes: 5_400_000_000 }),
+    run(100_000, 800, 250, { seed: { messages: 100_000, seconds: 3.2 }, databaseBytes: 54_000_000 }),
+    run(1_000_000, 700, 40)
+  ]
+  const markdown = renderCurveMarkdown(runs)
+  t.match(markdown, '| Row (service req/s) | 100,000 | 1,000,000 | 10,000,000 | Cost 10,000,000 ÷ 100,000 |', 'sizes in order, whatever the order given')
+  t.match(markdown, '| list page 1 (1), limit 25 | 10,000 | 10,000 | 10,000 | 1.00× |', 'a warm row: growth without a verdict')
+  t.match(markdown, '| random page, sort=id, limit 25 | 800 | 700 | 500 | 1.60× (≤ 2×: yes) |', 'a cold row within twice its cost')
+  t.match(markdown, '| random page, sort=subject, limit 25 | 250 | 40 | failed | — |', 'a failed run is not a figure')
+  t.match(markdown, '| Seed (messages, time) | 100,000 in 3 s | — | 10,000,000 in 361 s | |')
+  t.match(markdown, '| Database on disk | 54 MB | — | 5,400 MB | |')
+  t.notMatch(markdown, 'random-search', 'rows no run has are left out')
+  const svg = renderCurveSvg(runs)
+  t.match(svg, /^<svg /)
+  t.equal((svg.match(/<polyline /g) ?? []).length, 3, 'one line per row present')
+  t.match(svg, '>10,000,000</text>')
 })

@@ -1,0 +1,29 @@
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { renderCurveMarkdown, renderCurveSvg } from '../bench/curve.js'
+import type { BenchReport } from '../bench/report.js'
+
+const USAGE = `Usage: npm run bench:curve -- <run.json> <run.json> ...
+
+Reads benchmark runs of the same rows at different table sizes (npm run bench -- --messages N --out size-N)
+and writes bench-results/size-curve.{md,svg}: requests per second of each row at each size, how much
+costlier each row is on the largest table than on the smallest, seed time, database size and peak RSS.
+`
+
+const RESULTS_DIR = fileURLToPath(new URL('../bench-results', import.meta.url))
+
+function main (files: string[]): number {
+  if (files.length < 2 || files.includes('-h') || files.includes('--help')) {
+    process.stdout.write(USAGE)
+    return files.length < 2 ? 1 : 0
+  }
+  const runs = files.map((file) => JSON.parse(readFileSync(file, 'utf8')) as BenchReport)
+  const markdown = renderCurveMarkdown(runs)
+  writeFileSync(join(RESULTS_DIR, 'size-curve.md'), markdown)
+  writeFileSync(join(RESULTS_DIR, 'size-curve.svg'), renderCurveSvg(runs))
+  process.stdout.write(markdown + `\nWritten to ${join(RESULTS_DIR, 'size-curve.{md,svg}')}\n`)
+  return 0
+}
+
+process.exitCode = main(process.argv.slice(2))
