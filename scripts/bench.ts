@@ -14,6 +14,7 @@ import { buildDevIdp, createTokenSigner, DEFAULT_KEYS_DIR, loadOrCreateKeys } fr
 import { EVERYTHING, pgliteOracle, postgresOracle, type Oracle, type Where } from '../bench/oracle.js'
 import { pageQuery } from '../bench/paths.js'
 import { shuffled } from '../bench/sequence.js'
+import { SERVICE_NODE_ARGS } from '../bench/service-args.js'
 import { renderMarkdown, renderSvg, TARGETS, type BenchReport, type Machine, type Measurement, type RowReport, type SyncReport, type Target } from '../bench/report.js'
 import { freePort } from './free-port.js'
 import { createRandom, formatSummary, generateMessage, rarePhrases, seedDatabase, seedUser, SEARCH_WORDS, SUBJECTS } from './seed.js'
@@ -256,7 +257,7 @@ function buildServers (): void {
 }
 
 /** Starts one compiled server (dist/, see buildServers) as a child process on this node and waits until `ready` answers 200. */
-async function startChild (name: Target, script: string, env: NodeJS.ProcessEnv, readyPath: string, cwd = ROOT): Promise<Child> {
+async function startChild (name: Target, script: string, env: NodeJS.ProcessEnv, readyPath: string, cwd = ROOT, nodeArgs: readonly string[] = []): Promise<Child> {
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
   const log = join(RESULTS_DIR, `${name}.log`)
@@ -265,7 +266,7 @@ async function startChild (name: Target, script: string, env: NodeJS.ProcessEnv,
     name,
     base,
     log,
-    process: spawn(process.execPath, [join(ROOT, 'dist', script)], { cwd, env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', fd, fd] })
+    process: spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist', script)], { cwd, env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', fd, fd] })
   }
   closeSync(fd)
   children.push(child)
@@ -1073,7 +1074,7 @@ async function main (args: string[]): Promise<number> {
     const serverEnv = { ...process.env, DATABASE_URL: databaseUrl, AUTH_ISSUER: issuer, API_AUDIENCE: audience }
     buildServers()
     // The embedded service runs in EMBEDDED_DIR, where its default ./.data/pglite is the seeded directory.
-    const service = await startChild('service', 'src/server.js', { ...serverEnv, RATE_LIMIT_MAX: '0', LOG_LEVEL: 'warn' }, '/health/ready', embedded ? EMBEDDED_DIR : ROOT)
+    const service = await startChild('service', 'src/server.js', { ...serverEnv, RATE_LIMIT_MAX: '0', LOG_LEVEL: 'warn' }, '/health/ready', embedded ? EMBEDDED_DIR : ROOT, SERVICE_NODE_ARGS)
     const byTarget: Partial<Record<Target, Child>> = { service }
     // The naive server and the ceiling read PostgreSQL; on the embedded database the service is measured alone.
     if (!embedded && targets.has('baseline')) byTarget.baseline = await startChild('baseline', 'bench/baseline.js', serverEnv, '/health')

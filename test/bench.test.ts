@@ -1,9 +1,11 @@
+import { readFile } from 'node:fs/promises'
 import t from 'tap'
 import { ratio, renderMarkdown, renderSvg, type BenchReport, type Measurement } from '../bench/report.js'
 import { freshDatabase } from './helpers/database.js'
 import { renderCurveMarkdown, renderCurveSvg } from '../bench/curve.js'
 import { pageQuery } from '../bench/paths.js'
 import { shuffled } from '../bench/sequence.js'
+import { SERVICE_NODE_ARGS } from '../bench/service-args.js'
 import { copyTimestamp, createRandom, generateMessage, messageContent, rarePhrases, SEARCH_WORDS, seedDatabase } from '../scripts/seed.js'
 
 const measurement = (rps: number, problems: string[] = []): Measurement =>
@@ -178,4 +180,11 @@ t.test('the size curve: each row at each size, how much costlier on the largest 
   t.match(svg, /^<svg /)
   t.equal((svg.match(/<polyline /g) ?? []).length, 3, 'one line per row present')
   t.match(svg, '>10,000,000</text>')
+})
+
+t.test('the benchmark starts the service with the node flags of the image', async (t) => {
+  const dockerfile = await readFile(new URL('../Dockerfile', import.meta.url), 'utf8')
+  const cmd = /^CMD (\[.*\])$/m.exec(dockerfile)
+  t.ok(cmd, 'the Dockerfile has an exec-form CMD')
+  t.same(JSON.parse(cmd![1]!), ['node', ...SERVICE_NODE_ARGS, 'dist/src/server.js'])
 })

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { closeSync, openSync, readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { SERVICE_NODE_ARGS } from '../../bench/service-args.js'
 
 export interface Exit { code: number | null, signal: NodeJS.Signals | null }
 
@@ -8,7 +9,7 @@ export interface InstanceOptions {
   name: string
   /** The node binary the instance runs on. */
   node: string
-  /** The compiled server, `dist/src/server.js`. */
+  /** The compiled server, `dist/src/server.js`, started with the image's node flags. */
   script: string
   cwd: string
   port: number
@@ -39,7 +40,7 @@ export class Instance {
   /** Starts a new process in this slot and resolves once its /health/ready answers 200. */
   async start (timeoutMs: number): Promise<void> {
     const fd = openSync(this.options.logFile, 'a')
-    const child = spawn(this.options.node, [this.options.script], {
+    const child = spawn(this.options.node, [...SERVICE_NODE_ARGS, this.options.script], {
       cwd: this.options.cwd,
       env: { ...this.options.env, HOST: '127.0.0.1', PORT: String(this.options.port) },
       stdio: ['ignore', fd, fd]
