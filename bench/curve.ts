@@ -2,7 +2,7 @@
  * Cost against size: several benchmark runs of the same rows at different table sizes, as one table
  * and one chart (requests per second against rows, both on log scales). Pure functions, no I/O.
  */
-import type { BenchReport } from './report.js'
+import { escapeXml, int, type BenchReport } from './report.js'
 
 /** The rows the curve follows, in the order shown; a row missing from a run is left blank. */
 export const CURVE_ROWS = ['page1-25', 'filtered', 'search', 'random-id', 'random-created', 'random-subject', 'random-search', 'post'] as const
@@ -10,7 +10,6 @@ export const CURVE_ROWS = ['page1-25', 'filtered', 'search', 'random-id', 'rando
 export const COLD_GROWTH_LIMIT = 2
 const COLD = new Set<string>(['random-id', 'random-created', 'random-subject', 'random-search'])
 
-const int = (n: number): string => Math.round(n).toLocaleString('en-US')
 const sizeOf = (report: BenchReport): number => report.size ?? report.messages
 const mb = (bytes: number): string => `${int(bytes / 1e6)} MB`
 
@@ -49,7 +48,6 @@ export function renderCurveMarkdown (runs: BenchReport[]): string {
   return lines.join('\n') + '\n'
 }
 
-const escapeXml = (s: string): string => s.replace(/[<>&"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c]!)
 const COLORS = ['#2563eb', '#16a34a', '#9333ea', '#dc2626', '#ea580c', '#0891b2', '#ca8a04', '#4b5563']
 
 /** Requests per second against rows, log scales, one line per row of CURVE_ROWS. */

@@ -99,7 +99,7 @@ export function ratio (a: Measurement | undefined, b: Measurement | undefined): 
   return `${r >= 10 ? r.toFixed(0) : r.toFixed(2)}×`
 }
 
-const int = (n: number): string => Math.round(n).toLocaleString('en-US')
+export const int = (n: number): string => Math.round(n).toLocaleString('en-US')
 const ms = (n: number): string => n.toFixed(n < 10 ? 2 : 1)
 
 function cells (m: Measurement | undefined): string[] {
@@ -187,7 +187,7 @@ function syncLines (sync: SyncReport, rssLimitMb: number): string[] {
   return lines
 }
 
-const escapeXml = (s: string): string => s.replace(/[<>&"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c]!)
+export const escapeXml = (s: string): string => s.replace(/[<>&"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c]!)
 
 const COLORS: Record<Target, string> = { service: '#2563eb', baseline: '#9ca3af', ceiling: '#f59e0b' }
 
