@@ -3,11 +3,10 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { PGlite } from '@electric-sql/pglite'
-import { pg_trgm as pgTrgm } from '@electric-sql/pglite/contrib/pg_trgm'
 import postgres from 'postgres'
 import type { Test } from 'tap'
 import { freshDatabase } from './database.js'
+import { PgliteThread } from '../../src/db/pglite-thread.js'
 
 const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
 // The child loads TypeScript exactly as this test process does (the runner's loader, by absolute
@@ -55,7 +54,8 @@ export async function processDatabase (t: Test): Promise<ProcessDatabase> {
     env: {},
     cwd,
     async query<T extends Record<string, unknown>> (text: string): Promise<T[]> {
-      const pg = await PGlite.create({ dataDir: join(cwd, '.data/pglite'), extensions: { pg_trgm: pgTrgm } })
+      // Opened as the service opens it (src/db/pglite-thread.ts), so the extensions are the same.
+      const pg = await PgliteThread.create({ dataDir: join(cwd, '.data/pglite') })
       try {
         return (await pg.query<T>(text)).rows
       } finally {
