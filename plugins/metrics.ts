@@ -5,6 +5,7 @@ import { sql } from 'drizzle-orm'
 import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { UnauthorizedError } from '../src/errors.js'
+import { deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
 
 export interface MetricsPluginOptions {
   /** Bearer token the scrape must present; undefined leaves /metrics open. */
@@ -53,9 +54,19 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
     else if (path.startsWith('/v2/oauth/userinfo')) userinfoCalls.inc()
   }
   subscribe('undici:request:create', onUndiciRequest)
+
+  // Pages at offset 1,000 or more, by how they were read: from the anchors of their result set, by
+  // the order-statistic counters, or by OFFSET (src/repositories/collection.ts).
+  const deepPages = new Counter({ name: 'pagination_deep_pages_total', help: 'Pages read at offset 1,000 or more, by table and by how they were located', labelNames: ['table', 'via'] as const, registers: [register] })
+  const onDeepPage = (message: unknown): void => {
+    const { table, via } = message as DeepPageRead
+    deepPages.inc({ table, via })
+  }
+  deepPageReads.subscribe(onDeepPage)
   app.addHook('onClose', async () => {
     const { unsubscribe } = await import('node:diagnostics_channel')
     unsubscribe('undici:request:create', onUndiciRequest)
+    deepPageReads.unsubscribe(onDeepPage)
   })
 
   // Pool gauges, read at scrape time. postgres.js does not expose its pool, so the server's own

@@ -8,9 +8,10 @@
  * 4,666 and then 1,400 cached 25-message pages, differ by 17.8 KB a page; the estimate below gives
  * 19.3 KB for those pages (twice the text, plus about 450 bytes a row), erring on the safe side.
  *
- * Together: 24 + 4 + 8 + 2 + 2 MiB of pages, messages and search ids, plus at most 10,000 verified
- * tokens (a token string and its user, estimated at 1.2 KB each), about 52 MiB. The service holds about 125 MB at rest; with the heap's
- * headroom for garbage over the caches, the process stays under the 250 MB bound (README, "Memory").
+ * Together: 24 + 4 + 8 + 4 + 2 + 2 MiB of pages, messages, search ids, deep-page anchors, user and movie
+ * pages, plus at most 10,000 verified tokens (a token string and its user, estimated at 1.2 KB each),
+ * about 56 MiB. The service holds about 125 MB at rest; with the heap's headroom for garbage over the
+ * caches, the process stays under the 250 MB bound (README, "Memory").
  */
 
 const MiB = 1024 * 1024
@@ -21,6 +22,11 @@ export const MESSAGE_PAGE_BYTES = 24 * MiB
 export const MESSAGE_ITEM_BYTES = 4 * MiB
 /** The ordered ids of search terms' matches, 8 bytes each (Float64Array): 1,048,576 ids. */
 export const SEARCH_IDS = MiB
+/**
+ * Anchors of deep pages (src/lib/rank-anchors.ts), per database handle: an id and a sort key for every
+ * 256 rows of a result set, 16 to 60 bytes each: some 20,000,000 rows in all at 10,000,000 messages.
+ */
+export const ANCHOR_BYTES = 4 * MiB
 /** Pages of /v2/users and of /v2/movies. */
 export const USER_PAGE_BYTES = 2 * MiB
 export const MOVIE_PAGE_BYTES = 2 * MiB

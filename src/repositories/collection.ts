@@ -1,16 +1,21 @@
 import { createHash } from 'node:crypto'
+import { channel } from 'node:diagnostics_channel'
 import { sql, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement, type Statement } from '../db/statement.js'
 import { InvalidCursorError } from '../errors.js'
-import { beside, type Cursor, type PageRequest, type PageResult, type SortOrder } from '../lib/pagination.js'
+import { ANCHOR_BYTES } from '../lib/memory-budget.js'
+import { beside, MAX_LIMIT, type Cursor, type PageRequest, type PageResult, type Position, type SortOrder } from '../lib/pagination.js'
+import { AnchorCache, anchorFor, STRIDE, type Anchors } from '../lib/rank-anchors.js'
 
 // One implementation of reading a page of any collection (CONTRACT 7: exact at any depth, whoever
 // writes). Totals come from the trigger-maintained counters of drizzle/0006 when the filters are one
 // counted value (or none), else from count(*). Pages whose sort has buckets in the order-statistic
 // index are located in it: a few short range reads of bucket counts and a seek, whatever the depth.
 // Any other page is read with OFFSET from whichever end of the index is nearer. A page asked for by
-// cursor is a seek from the cursor's position on the (key, id) index that serves the sort.
+// cursor is a seek from the cursor's position on the (key, id) index that serves the sort. A deep page
+// whose result set has anchors at the current version (src/lib/rank-anchors.ts) is a seek from the
+// anchor before it, whatever the sort: fewer than 256 index entries skipped, no counters read.
 
 /** The sort-key dimensions the triggers keep buckets for. */
 export type RankedDim = 'id' | 'created'
@@ -76,7 +81,13 @@ const BOUNDS: Record<RankedDim, Record<SortOrder, string>> = {
   }
 }
 
-interface PageRow { total?: number, ord?: number, cursor_key?: string | null, other?: boolean }
+interface PageRow { total?: number, ord?: number, cursor_key?: string | null, other?: boolean, version?: number }
+
+interface AnchorChunk { version: number, n: number, keys: string, ids: number[] }
+
+// Rows an anchor-reading statement walks: a bounded statement, well inside the statement timeout even
+// on 10,000,000 rows, and a multiple of STRIDE, so that each chunk ends on an anchor.
+const ANCHOR_CHUNK = STRIDE * 1024
 
 function keyTextSql (expr: string, type: KeyType): string {
   if (type === 'id') return 'NULL::text'
@@ -167,8 +178,21 @@ export function locateSql (table: string, key: SQL, dim: RankedDim, offset: SQL,
 // Below this offset a page is read by walking the index from the start: as cheap as locating it.
 const NEAR_START = 1000
 
+/** How a page at NEAR_START or deeper was read. */
+export type DeepPageVia = 'anchor' | 'rank' | 'offset'
+export interface DeepPageRead { table: string, via: DeepPageVia }
+/** A message for each page read at NEAR_START or deeper, for /metrics. */
+export const deepPageReads = channel('messages-api:deep-page')
+
+function readVia (table: string, via: DeepPageVia): void {
+  if (deepPageReads.hasSubscribers) deepPageReads.publish({ table, via } satisfies DeepPageRead)
+}
+
 export function createCollectionReader<S extends string, F extends string, Row extends object> (spec: CollectionSpec<S, F>) {
   const statements = new Map<string, Statement<Row & PageRow>>()
+  const anchorStatements = new Map<string, Statement<AnchorChunk>>()
+  // Per database handle: a replica's rows are at its own version.
+  const anchorCaches = new WeakMap<Database, AnchorCache>()
   const filterNames = Object.keys(spec.filters) as F[]
 
   function cached (name: string, build: () => SQL): Statement<Row & PageRow> {
@@ -176,6 +200,15 @@ export function createCollectionReader<S extends string, F extends string, Row e
     if (found === undefined) {
       found = statement<Row & PageRow>(`${spec.table}_${statements.size}`, build())
       statements.set(name, found)
+    }
+    return found
+  }
+
+  function anchorStatement (name: string, build: () => SQL): Statement<AnchorChunk> {
+    let found = anchorStatements.get(name)
+    if (found === undefined) {
+      found = statement<AnchorChunk>(`${spec.table}_anchors_${anchorStatements.size}`, build())
+      anchorStatements.set(name, found)
     }
     return found
   }
@@ -249,6 +282,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
       delete row.ord
       delete row.cursor_key
       delete row.other
+      delete row.version
     }
     return { rows, keys }
   }
@@ -289,11 +323,10 @@ export function createCollectionReader<S extends string, F extends string, Row e
    * The groups of equal keys a walk part visits, one index probe each, until they hold a page: the
    * first beyond the cursor's group, then each next one. `prior` is the part before it.
    */
-  function walkSql (sort: S, scan: Scan, first: SQL, prior: SQL, present: F[]): SQL {
+  function walkSql (sort: S, scan: Scan, first: SQL, prior: SQL, present: F[], limit: SQL): SQL {
     const x = spec.sorts[sort]
     const table = sql.raw(spec.table)
     const where = whereSql(present)
-    const limit = sql`${placeholder('limit')}::bigint`
     const next = (bound: SQL) => sql`(SELECT ${sql.raw(x)} AS k FROM ${table} m WHERE ${bound} AND ${where}
       ORDER BY ${sql.raw(x)}${sql.raw(scan.keyDesc ? ' DESC' : '')} LIMIT 1)`
     const size = sql`(SELECT count(*) AS n FROM (SELECT 1 FROM ${table} m WHERE ${sql.raw(x)} = f.k AND ${where} LIMIT ${limit}) z)`
@@ -308,19 +341,20 @@ export function createCollectionReader<S extends string, F extends string, Row e
   }
 
   /**
-   * A page by cursor, in one statement and one snapshot: up to `limit` rows beyond the cursor in scan
-   * order (the caller asks one more than the page to learn whether more follow), whether any row lies
-   * the other way (from the position beside the cursor, so the cursor's own item counts), and the total.
+   * The CTEs ending in `page(id, ord)`: the first `reach` rows beyond the position (`k`, `i`) in scan
+   * order, numbered from 1. `reach` is a constant, not a parameter: with every row count known, the
+   * generic plan of the statement costs what a custom one does, so PostgreSQL keeps it and does not
+   * plan the statement again on each execution, which took three times as long as running it.
    */
-  function seekSql (sort: S, scan: Scan, keyNull: boolean, present: F[], total: SQL): SQL {
+  function seekPageSql (sort: S, scan: Scan, keyNull: boolean, present: F[], reach: number): SQL {
     const table = sql.raw(spec.table)
     const where = whereSql(present)
-    const limit = sql`${placeholder('limit')}::bigint`
+    const limit = sql.raw(String(reach))
     const parts = seekParts(sort, scan, keyNull, 'i')
     let walk: SQL | undefined
     const selects = parts.map((part, n) => {
       if (part.walk === true) {
-        walk = walkSql(sort, scan, part.where, parts[n - 1]!.where, present)
+        walk = walkSql(sort, scan, part.where, parts[n - 1]!.where, present, limit)
         const byId = `p.id${scan.idDesc ? ' DESC' : ''}`
         return sql`(SELECT ${n} AS part, p.id, row_number() OVER (ORDER BY w.step, ${sql.raw(byId)}) AS po FROM walk w
           CROSS JOIN LATERAL (SELECT m.id FROM ${table} m WHERE ${sql.raw(spec.sorts[sort])} = w.k AND ${where}
@@ -330,17 +364,120 @@ export function createCollectionReader<S extends string, F extends string, Row e
       return sql`(SELECT ${n} AS part, m.id, row_number() OVER (ORDER BY ${sql.raw(part.order)}) AS po FROM ${table} m
         WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT ${limit})`
     })
+    return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}page AS MATERIALIZED (
+        SELECT s.id, row_number() OVER (ORDER BY s.part, s.po) AS ord FROM (${sql.join(selects, sql` UNION ALL `)}) s
+        ORDER BY s.part, s.po LIMIT ${limit})`
+  }
+
+  /** The rows of `page` after the first `skip`, at most `limit` of them. */
+  const pageSlice = sql`page.ord > ${placeholder('skip')}::bigint AND page.ord <= ${placeholder('skip')}::bigint + ${placeholder('limit')}::bigint`
+
+  /**
+   * A page by cursor, in one statement and one snapshot: up to `limit` rows beyond the cursor in scan
+   * order (the caller asks one more than the page to learn whether more follow), whether any row lies
+   * the other way (from the position beside the cursor, so the cursor's own item counts), and the total.
+   */
+  function seekSql (sort: S, scan: Scan, keyNull: boolean, present: F[], total: SQL): SQL {
+    const table = sql.raw(spec.table)
+    const where = whereSql(present)
     const back = { keyDesc: !scan.keyDesc, idDesc: !scan.idDesc }
     // Ordered like the index, so that even a generic plan probes it rather than scanning the table.
     const other = seekParts(sort, back, keyNull, 'ci').map((part) =>
       sql`EXISTS (SELECT 1 FROM ${table} m WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT 1)`)
     const keyText = sql.raw(keyTextSql(spec.sorts[sort], spec.keys[sort]))
-    return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}page AS MATERIALIZED (
-        SELECT s.id, row_number() OVER (ORDER BY s.part, s.po) AS ord FROM (${sql.join(selects, sql` UNION ALL `)}) s
-        ORDER BY s.part, s.po LIMIT ${limit})
+    return sql`${seekPageSql(sort, scan, keyNull, present, MAX_LIMIT + 1)}
       SELECT t.total, x.other, r.* FROM (${total}) t CROSS JOIN (SELECT ${sql.join(other, sql` OR `)} AS other) x
-      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyText} AS cursor_key, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
+      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyText} AS cursor_key, page.ord FROM page JOIN ${spec.from} ON m.id = page.id
+        WHERE ${pageSlice}) r ON true
       ORDER BY r.ord`
+  }
+
+  /** A page `skip` rows beyond an anchor, with the table's version in place of the total. */
+  function anchoredSql (sort: S, scan: Scan, keyNull: boolean, present: F[]): SQL {
+    const keyText = sql.raw(keyTextSql(spec.sorts[sort], spec.keys[sort]))
+    return sql`${seekPageSql(sort, scan, keyNull, present, STRIDE - 1 + MAX_LIMIT)}
+      SELECT t.version, r.* FROM (SELECT ${versionSql(spec.table)}::float8 AS version) t
+      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyText} AS cursor_key, page.ord FROM page JOIN ${spec.from} ON m.id = page.id
+        WHERE ${pageSlice}) r ON true
+      ORDER BY r.ord`
+  }
+
+  /**
+   * Every STRIDE-th row of up to ANCHOR_CHUNK rows in the page's order, from the start (`page` from
+   * `pageIdsSql` at offset 0) or beyond a position (`seekPageSql`), with the table's version. The keys
+   * travel as JSON text: a driver may read a NULL element of a text array as the word NULL.
+   */
+  function anchorChunkSql (sort: S, pageCtes: SQL): SQL {
+    const keyText = sql.raw(keyTextSql(spec.sorts[sort], spec.keys[sort]))
+    const table = sql.raw(spec.table)
+    const every = sql.raw(String(STRIDE))
+    return sql`${pageCtes}
+      SELECT ${versionSql(spec.table)}::float8 AS version, (SELECT count(*) FROM page)::float8 AS n,
+        (SELECT coalesce(json_agg(${keyText} ORDER BY page.ord), '[]') FROM page JOIN ${table} m ON m.id = page.id WHERE page.ord % ${every} = 0)::text AS keys,
+        ARRAY(SELECT page.id::float8 FROM page WHERE page.ord % ${every} = 0 ORDER BY page.ord) AS ids`
+  }
+
+  /**
+   * The anchors of a result set, read in chunks that each check the version the first one read: a
+   * write between them (by anyone) makes the set undefined, to be read again later.
+   */
+  async function readAnchors (db: Database, sort: S, order: SortOrder, present: F[], params: Record<string, unknown>): Promise<Anchors | undefined> {
+    const shape = present.join(',')
+    const keys: Array<string | null> = []
+    const ids: number[] = []
+    let version: number | undefined
+    let total = 0
+    let after: Position | null = null
+    for (;;) {
+      let run: Statement<AnchorChunk>
+      if (after === null) {
+        run = anchorStatement(`anchors:${sort}:${order}:${shape}`, () => anchorChunkSql(sort, sql`WITH ${pageIdsSql(sort, order, false, present)}`))
+      } else {
+        const keyNull = after.key === null
+        const scan = scanOf({ ...after, direction: 'after' }, order)
+        run = anchorStatement(`anchors-after:${sort}:${order}:${keyNull}:${shape}`, () => anchorChunkSql(sort, seekPageSql(sort, scan, keyNull, present, ANCHOR_CHUNK)))
+      }
+      const [chunk] = await run(db, { ...params, offset: 0, limit: ANCHOR_CHUNK, k: after?.key, i: after?.id })
+      if (chunk === undefined || (version !== undefined && chunk.version !== version)) return undefined
+      version = chunk.version
+      total += chunk.n
+      keys.push(...JSON.parse(chunk.keys) as Array<string | null>)
+      ids.push(...chunk.ids)
+      if (chunk.n < ANCHOR_CHUNK) return { version, total, keys, ids: Float64Array.from(ids) }
+      after = { key: keys[keys.length - 1] ?? null, id: ids[ids.length - 1]! }
+    }
+  }
+
+  /**
+   * A page by number from the anchors held for its result set, when they are of the version the
+   * page's own statement reads; undefined when there are none, or they are out of date (and are then
+   * read again in the background).
+   */
+  async function anchored (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>): Promise<PageResult<Row> | undefined> {
+    let cache = anchorCaches.get(db)
+    if (cache === undefined) {
+      cache = new AnchorCache(ANCHOR_BYTES)
+      anchorCaches.set(db, cache)
+    }
+    const key = JSON.stringify([page.sort, page.order, params])
+    const held = cache.get(key)
+    const at = held === undefined ? undefined : anchorFor(held, page.offset)
+    if (held !== undefined && at !== undefined) {
+      const keyNull = at.position.key === null
+      const scan = scanOf({ ...at.position, direction: 'after' }, page.order)
+      const run = cached(`anchored:${page.sort}:${page.order}:${keyNull}:${present.join(',')}`, () => anchoredSql(page.sort, scan, keyNull, present))
+      const found = await run(db, { ...params, k: at.position.key, i: at.position.id, skip: at.skip, limit: page.limit })
+      const version = found[0]?.version ?? 0
+      if (version === held.version) return { ...strip(found[0]?.ord == null ? [] : found), total: held.total }
+      cache.retire(key, version)
+      // A replica behind the anchors: it will catch up; nothing to read again.
+      if (version < held.version) return undefined
+    } else if (held !== undefined) {
+      // Past the last anchor: within a stride of the end, which the reads without anchors reach cheaply.
+      return undefined
+    }
+    cache.refresh(key, async () => readAnchors(db, page.sort, page.order, present, params))
+    return undefined
   }
 
   async function seek (db: Database, cursor: Cursor, page: PageRequest<S>, present: F[], params: Record<string, unknown>, companion?: Companion): Promise<PageResult<Row>> {
@@ -349,7 +486,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
     const name = `seek:${page.sort}:${scan.keyDesc}:${scan.idDesc}:${keyNull}:${present.join(',')}:${companion?.name ?? ''}`
     const run = cached(name, () => seekSql(page.sort, scan, keyNull, present, companion === undefined ? totalSql(present) : sql`SELECT ${companion.sql}::float8 AS total`))
     const check = beside(cursor, page.sort, page.order, cursor.direction === 'after' ? 'after' : 'before')
-    const found = await run(db, { ...params, k: cursor.key, i: cursor.id, ci: check.id, limit: page.limit + 1 })
+    const found = await run(db, { ...params, k: cursor.key, i: cursor.id, ci: check.id, skip: 0, limit: page.limit + 1 })
     const total = found[0]?.total ?? 0
     const other = found[0]?.other === true
     const { rows, keys } = strip(found[0]?.ord == null ? [] : found)
@@ -400,7 +537,13 @@ export function createCollectionReader<S extends string, F extends string, Row e
         // A page past the end has only the total row, with every item column null.
         return { ...strip(rows[0]?.ord == null ? [] : rows), total }
       }
+      const fromAnchor = await anchored(db, page, present, params)
+      if (fromAnchor !== undefined) {
+        readVia(spec.table, 'anchor')
+        return fromAnchor
+      }
       const dim = rankedDim(page.sort, present)
+      readVia(spec.table, dim === undefined ? 'offset' : 'rank')
       if (dim !== undefined) {
         const run = cached(`located:${page.sort}:${page.order}:${shape}`, () => locatedSql(page.sort, dim, page.order, present))
         const rows = await run(db, { ...params, offset: page.offset, limit: page.limit })

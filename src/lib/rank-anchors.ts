@@ -1,0 +1,120 @@
+import type { Position } from './pagination.js'
+
+// Every STRIDE-th position of a sorted result set, read at one version of its table: a page at any
+// offset is then a seek from the nearest anchor at or before it, skipping fewer than STRIDE rows, and
+// needs neither OFFSET over the rows before it nor the order-statistic counters. An anchor set is
+// used only when the page's own statement reads the same version (CONTRACT 7), so a write by anyone
+// retires it; it is then read again, at most as often as `AnchorCache` allows.
+
+export const STRIDE = 256
+
+export interface Anchors {
+  version: number
+  /** The number of rows of the result set at that version. */
+  total: number
+  /** The sort key (as a cursor carries it) and id of the rows at positions STRIDE - 1, 2 * STRIDE - 1, ... */
+  keys: Array<string | null>
+  ids: Float64Array
+}
+
+/** The position after which the page at `offset` starts, and how many rows after it to skip. */
+export function anchorFor (anchors: Anchors, offset: number): { position: Position, skip: number } | undefined {
+  const index = Math.floor(offset / STRIDE) - 1
+  if (index < 0 || index >= anchors.ids.length) return undefined
+  return { position: { key: anchors.keys[index] ?? null, id: anchors.ids[index]! }, skip: offset - (index + 1) * STRIDE }
+}
+
+/** Heap bytes of an anchor set: 8 per id, and each key string with its slot in the array. */
+export function anchorBytes (anchors: Anchors): number {
+  let size = 200 + anchors.ids.length * 8
+  for (const key of anchors.keys) size += key === null ? 8 : 24 + key.length
+  return size
+}
+
+/**
+ * Anchor sets by result set (sort, order and filter values), least recently used first out, bounded by
+ * bytes. Reading a set scans its whole result set once, so it is read by one request at a time per
+ * key, in the background, and again only after a pause several times as long as its last read took:
+ * under a stream of writes, at most a tenth of the database's time goes to reading anchors, and pages
+ * are meanwhile read the way they are without them.
+ */
+export class AnchorCache {
+  readonly #entries = new Map<string, Anchors & { size: number }>()
+  readonly #building = new Map<string, Promise<void>>()
+  readonly #lastCost = new Map<string, { ended: number, took: number }>()
+  readonly #maxBytes: number
+  readonly #clock: () => number
+  #held = 0
+
+  constructor (maxBytes: number, clock: () => number = Date.now) {
+    this.#maxBytes = maxBytes
+    this.#clock = clock
+  }
+
+  /** Bytes the sets held now take. */
+  get heldBytes (): number {
+    return this.#held
+  }
+
+  get (key: string): Anchors | undefined {
+    const entry = this.#entries.get(key)
+    if (entry !== undefined) {
+      this.#entries.delete(key)
+      this.#entries.set(key, entry)
+    }
+    return entry
+  }
+
+  /** Forgets `key`'s set when a page read a newer version than it holds. */
+  retire (key: string, version: number): void {
+    const entry = this.#entries.get(key)
+    if (entry === undefined || entry.version >= version) return
+    this.#entries.delete(key)
+    this.#held -= entry.size
+  }
+
+  /**
+   * Starts `read` for `key` unless one is running or the last one ended too recently. A read that
+   * fails or answers undefined (a write landed while it ran) stores nothing.
+   */
+  refresh (key: string, read: () => Promise<Anchors | undefined>): void {
+    if (this.#building.has(key)) return
+    const now = this.#clock()
+    const last = this.#lastCost.get(key)
+    if (last !== undefined && now - last.ended < 9 * last.took) return
+    const done = read().then((anchors) => {
+      if (anchors !== undefined) this.#store(key, anchors)
+    }, () => undefined).finally(() => {
+      const ended = this.#clock()
+      this.#lastCost.set(key, { ended, took: ended - now })
+      this.#building.delete(key)
+      // The costs are only a pacing hint: keep them for the keys still held or being read.
+      if (this.#lastCost.size > 4 * (this.#entries.size + this.#building.size) + 64) {
+        for (const name of this.#lastCost.keys()) if (!this.#entries.has(name) && !this.#building.has(name)) this.#lastCost.delete(name)
+      }
+    })
+    this.#building.set(key, done)
+  }
+
+  /** Resolves when every read started so far has ended (for tests and shutdown). */
+  async settled (): Promise<void> {
+    await Promise.all(this.#building.values())
+  }
+
+  #store (key: string, anchors: Anchors): void {
+    const old = this.#entries.get(key)
+    if (old !== undefined) {
+      this.#entries.delete(key)
+      this.#held -= old.size
+    }
+    const size = anchorBytes(anchors)
+    if (size > this.#maxBytes) return
+    this.#entries.set(key, { ...anchors, size })
+    this.#held += size
+    for (const [oldest, entry] of this.#entries) {
+      if (this.#held <= this.#maxBytes) break
+      this.#entries.delete(oldest)
+      this.#held -= entry.size
+    }
+  }
+}
