@@ -1,7 +1,9 @@
 /** Renders benchmark results: the terminal/Markdown table and the SVG chart. Pure functions, no I/O. */
 
-export type Target = 'service' | 'baseline' | 'ceiling'
-export const TARGETS: readonly Target[] = ['service', 'baseline', 'ceiling']
+export type Target = 'service' | 'baseline' | 'ceiling' | 'platformatic'
+export const TARGETS: readonly Target[] = ['service', 'baseline', 'ceiling', 'platformatic']
+/** What `npm run bench` measures unless `--targets` says otherwise; the Platformatic peer is installed and measured only when asked. */
+export const DEFAULT_TARGETS: readonly Target[] = ['service', 'baseline', 'ceiling']
 
 export interface Measurement {
   requests: number
@@ -111,8 +113,14 @@ export function machineLine (m: Machine): string {
   return `${m.cpus} × ${m.cpuModel}, ${m.memoryGb.toFixed(1)} GB memory, ${m.os}, Node ${m.node}, ${m.postgres}`
 }
 
-/** The Markdown report: one line per row, service beside baseline and ceiling, then failures. */
+/** The targets a report has figures for: the default three always (their columns are always printed), the peer when it ran. */
+function reported (report: BenchReport): Target[] {
+  return TARGETS.filter((t) => DEFAULT_TARGETS.includes(t) || report.rows.some((row) => row.results[t] !== undefined))
+}
+
+/** The Markdown report: one line per row, service beside baseline and ceiling (and the Platformatic peer when it ran), then failures. */
 export function renderMarkdown (report: BenchReport): string {
+  const peer = reported(report).includes('platformatic')
   const lines = [
     `# Benchmark, ${report.date}`,
     '',
@@ -120,11 +128,12 @@ export function renderMarkdown (report: BenchReport): string {
     `${int(report.messages)} messages, ${report.connections} connections, ${report.durationSeconds} s per row and server; ` +
       'server processes and load generator on the same machine.',
     '',
-    '| Row | Service req/s | p50 ms | p99 ms | Baseline req/s | p50 ms | p99 ms | Ceiling req/s | p99 ms | Service ÷ baseline | Service ÷ ceiling | Non-2xx / errors (service) | /health probe p99 ms (service) | Peak RSS MB (service) | Status |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|'
+    `| Row | Service req/s | p50 ms | p99 ms | Baseline req/s | p50 ms | p99 ms | Ceiling req/s | p99 ms | ${peer ? 'Platformatic req/s | p50 ms | p99 ms | ' : ''}` +
+      `Service ÷ baseline | Service ÷ ceiling | ${peer ? 'Service ÷ platformatic | ' : ''}Non-2xx / errors (service) | /health probe p99 ms (service) | Peak RSS MB (service) | Status |`,
+    `|---|---:|---:|---:|---:|---:|---:|---:|---:|${peer ? '---:|---:|---:|' : ''}---:|---:|${peer ? '---:|' : ''}---:|---:|---:|---|`
   ]
   for (const row of report.rows) {
-    const { service, baseline, ceiling } = row.results
+    const { service, baseline, ceiling, platformatic } = row.results
     // The row is the service's: a reference that cannot answer in time (the baseline's deep pages) is
     // reported beside it, not as the service failing.
     const status = failed(service)
@@ -135,7 +144,9 @@ export function renderMarkdown (report: BenchReport): string {
     const [s, s50, s99] = cells(service)
     const [b, b50, b99] = cells(baseline)
     const [c, , c99] = cells(ceiling)
-    lines.push(`| ${row.name} | ${s} | ${s50} | ${s99} | ${b} | ${b50} | ${b99} | ${c} | ${c99} | ${ratio(service, baseline)} | ${ratio(service, ceiling)} | ` +
+    const p = peer ? `${cells(platformatic).join(' | ')} | ` : ''
+    const pRatio = peer ? `${ratio(service, platformatic)} | ` : ''
+    lines.push(`| ${row.name} | ${s} | ${s50} | ${s99} | ${b} | ${b50} | ${b99} | ${c} | ${c99} | ${p}${ratio(service, baseline)} | ${ratio(service, ceiling)} | ${pRatio}` +
       `${service === undefined ? '—' : `${service.non2xx} / ${service.errors}`} | ${service?.health === undefined ? '—' : ms(service.health.p99)} | ` +
       `${service === undefined ? '—' : service.peakRssMb.toFixed(0)} | ${status} |`)
   }
@@ -189,18 +200,20 @@ function syncLines (sync: SyncReport, rssLimitMb: number): string[] {
 
 export const escapeXml = (s: string): string => s.replace(/[<>&"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c]!)
 
-const COLORS: Record<Target, string> = { service: '#2563eb', baseline: '#9ca3af', ceiling: '#f59e0b' }
+const COLORS: Record<Target, string> = { service: '#2563eb', baseline: '#9ca3af', ceiling: '#f59e0b', platformatic: '#16a34a' }
 
 /**
  * Two horizontal bar panels, one line per row: req/s (log scale, as rows differ by orders of magnitude) and
- * p99 latency (log scale), with service, baseline and ceiling bars side by side.
+ * p99 latency (log scale), with service, baseline and ceiling bars side by side, and the Platformatic
+ * peer's when it ran.
  */
 export function renderSvg (report: BenchReport): string {
+  const series = reported(report)
   const labelWidth = 250
   const panelWidth = 330
   const gap = 40
   const barHeight = 9
-  const rowHeight = barHeight * 3 + 10
+  const rowHeight = barHeight * series.length + 10
   const top = 70
   const height = top + report.rows.length * rowHeight + 40
   const width = labelWidth + panelWidth * 2 + gap + 20
@@ -210,7 +223,7 @@ export function renderSvg (report: BenchReport): string {
     `<text x="10" y="18" font-size="14" font-weight="bold">${escapeXml(`Benchmark: ${int(report.messages)} messages, ${report.connections} connections, ${report.durationSeconds} s per row`)}</text>`,
     `<text x="10" y="34" fill="#555">${escapeXml(machineLine(report.machine))}</text>`
   ]
-  TARGETS.forEach((t, i) => {
+  series.forEach((t, i) => {
     out.push(`<rect x="${10 + i * 90}" y="42" width="10" height="10" fill="${COLORS[t]}"/><text x="${24 + i * 90}" y="51">${t}</text>`)
   })
   const panels = [
@@ -219,14 +232,14 @@ export function renderSvg (report: BenchReport): string {
   ]
   panels.forEach((panel, p) => {
     const x0 = labelWidth + p * (panelWidth + gap)
-    const values = report.rows.flatMap((r) => TARGETS.flatMap((t) => r.results[t] === undefined ? [] : [panel.value(r.results[t]!)]))
+    const values = report.rows.flatMap((r) => series.flatMap((t) => r.results[t] === undefined ? [] : [panel.value(r.results[t]!)]))
     const max = Math.max(10, ...values)
     const scale = (v: number): number => v <= 0 ? 0 : Math.max(1, (Math.log10(Math.max(1, v)) + 0.3) / (Math.log10(max) + 0.3) * (panelWidth - 60))
     out.push(`<text x="${x0}" y="${top - 6}" font-weight="bold">${escapeXml(panel.title)}</text>`)
     out.push(`<line x1="${x0}" y1="${top}" x2="${x0}" y2="${height - 40}" stroke="#333"/>`)
     report.rows.forEach((row, r) => {
       let y = top + r * rowHeight + 4
-      for (const t of TARGETS) {
+      for (const t of series) {
         const m = row.results[t]
         if (m !== undefined) {
           const w = scale(panel.value(m))
@@ -238,7 +251,8 @@ export function renderSvg (report: BenchReport): string {
     })
   })
   report.rows.forEach((row, r) => {
-    const y = top + r * rowHeight + 4 + barHeight * 2
+    // The label's baseline halfway down the row's bars.
+    const y = top + r * rowHeight + 4 + barHeight * series.length / 2 + 4.5
     out.push(`<text x="${labelWidth - 8}" y="${y}" text-anchor="end">${escapeXml(row.name)}</text>`)
   })
   out.push(`<text x="10" y="${height - 14}" fill="#555">${escapeXml(`${report.date}; red bars: the row had non-2xx responses, errors or wrong bodies`)}</text>`)

@@ -1,9 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import type { EventEmitter } from 'node:events'
-import { closeSync, cpSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { closeSync, cpSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { cpus, release, totalmem, type } from 'node:os'
-import { join } from 'node:path'
+import { isAbsolute, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -13,9 +13,10 @@ import { DEFAULT_DATA_DIR } from '../src/db/client.js'
 import { buildDevIdp, createTokenSigner, DEFAULT_KEYS_DIR, loadOrCreateKeys } from '../src/dev-idp/app.js'
 import { EVERYTHING, pgliteOracle, postgresOracle, type Oracle, type Where } from '../bench/oracle.js'
 import { pageQuery } from '../bench/paths.js'
+import { platformaticMessageProblem, platformaticPageProblem, platformaticPath, platformaticPostBody } from '../bench/peer.js'
 import { shuffled } from '../bench/sequence.js'
 import { SERVICE_NODE_ARGS } from '../bench/service-args.js'
-import { renderMarkdown, renderSvg, TARGETS, type BenchReport, type Machine, type Measurement, type RowReport, type SyncReport, type Target } from '../bench/report.js'
+import { DEFAULT_TARGETS, renderMarkdown, renderSvg, TARGETS, type BenchReport, type Machine, type Measurement, type RowReport, type SyncReport, type Target } from '../bench/report.js'
 import { freePort } from './free-port.js'
 import { createRandom, formatSummary, generateMessage, rarePhrases, seedDatabase, seedUser, SEARCH_WORDS, SUBJECTS } from './seed.js'
 
@@ -23,7 +24,9 @@ const USAGE = `Usage: [DATABASE_URL=postgres://...] npm run bench -- [options]
 
 Seeds the database when it holds fewer than --messages messages, starts the API server and, on PostgreSQL,
 the naive baseline (bench/baseline.ts) and the ceiling (bench/ceiling.ts) as child processes on free loopback
-ports, and drives each row against each of them with autocannon, probing GET /health throughout. On
+ports, and drives each row against each of them with autocannon, probing GET /health throughout. With
+--targets naming platformatic, Platformatic DB (bench/platformatic/, installed by \`npm run bench:peer\`) is
+measured too, on the list, filtered, search and POST rows. On
 PostgreSQL the delta sync section follows (row key \`sync\`, service only, one sequential client): the full
 initial sync and the catch-up after 1,000 API writes.
 
@@ -38,7 +41,8 @@ Options:
   --connections <n>   concurrent connections (default 50; embedded 16)
   --max-requests <n>  request cap per row and server (default 60000 per second of --duration)
   --rows <a,b,...>    run only these rows (keys: <row keys>)
-  --targets <a,b>     the servers to measure (default service,baseline,ceiling; service is required)
+  --targets <a,b>     the servers to measure (default service,baseline,ceiling; service is required;
+                      platformatic: the Platformatic DB peer, on PostgreSQL, after npm run bench:peer)
   --out <name>        write bench-results/<name>.{md,json,svg} (default latest; embedded: embedded)
   -h, --help          show this help
 `
@@ -50,7 +54,7 @@ interface CannonRequest {
   headers?: Record<string, string>
   body?: string
   setupRequest?: (request: CannonRequest, context: Record<string, unknown>) => CannonRequest
-  onResponse?: (status: number, body: string, context: Record<string, unknown>) => void
+  onResponse?: (status: number, body: string, context: Record<string, unknown>, headers: Record<string, string>) => void
 }
 interface CannonOptions {
   url: string
@@ -96,7 +100,23 @@ const EMBEDDED_DIR = join(ROOT, '.data', 'bench')
 const EMBEDDED_DATA_DIR = join(EMBEDDED_DIR, DEFAULT_DATA_DIR)
 const EMBEDDED_ORACLE_DIR = join(EMBEDDED_DIR, 'oracle')
 
+// The Platformatic DB peer (bench/platformatic/): its own package and lock file, installed only by
+// `npm run bench:peer`, never by the project's `npm ci`.
+const PEER_DIR = join(ROOT, 'bench', 'platformatic')
+const PEER_ENTRY = join(PEER_DIR, 'serve.mjs')
+const PEER_ENTRY_INSTALLED = join(PEER_DIR, 'node_modules', '@platformatic', 'db', 'package.json')
+
 class BenchError extends Error {}
+
+/**
+ * The peer's environment, read by the placeholders of bench/platformatic/platformatic.json: the same
+ * database, issuer and audience as the service. Unlike the baseline's, its queries left running when a row
+ * stops are waited for, not cancelled (settle()): it logs a cancelled query as an error, which the row's
+ * log check would charge to it.
+ */
+function peerEnv (databaseUrl: string, issuer: string, audience: string): NodeJS.ProcessEnv {
+  return { ...process.env, PLT_DATABASE_URL: databaseUrl, PLT_AUTH_ISSUER: issuer, PLT_API_AUDIENCE: audience }
+}
 
 type Item = Record<string, unknown>
 
@@ -132,6 +152,22 @@ interface Row {
   sequence?: Sequence
   /** Seconds, when the row runs longer than --duration (the random mix). */
   duration?: number
+  /** The row as the Platformatic peer is asked it, for the rows it has an equivalent of. */
+  platformatic?: PeerRow
+}
+
+/**
+ * A row for the Platformatic peer (bench/peer.ts): its own requests, and checks that see the headers,
+ * since a page's total is a header there (X-Total-Count), not a member of the body.
+ */
+interface PeerRow {
+  requests: () => CannonRequest[]
+  /** Check of a sampled 2xx answer; returns a problem or undefined. */
+  verify: (body: string, headers: Record<string, string | undefined>) => string | undefined
+  /** List rows: the peer's path, checked once before and once after the load. */
+  page?: string
+  /** The one status every answer must have (POST: Platformatic creates with 200, not 201). */
+  status?: number
 }
 
 /**
@@ -186,7 +222,14 @@ function positiveInteger (name: string, value: string | undefined, fallback: num
   return Number(value)
 }
 
-interface Child { name: Target, process: ChildProcess, base: string, log: string }
+interface Child {
+  name: Target
+  process: ChildProcess
+  base: string
+  log: string
+  /** The liveness route probed through every row: /health, or what the server has instead (Platformatic's /status). */
+  health: string
+}
 
 // Everything that must not outlive the benchmark, torn down by cleanup() on success, error or signal.
 const children: Child[] = []
@@ -256,17 +299,31 @@ function buildServers (): void {
   if (build.status !== 0) throw new BenchError(`npm run build failed (exit ${String(build.status ?? build.signal)})`)
 }
 
-/** Starts one compiled server (dist/, see buildServers) as a child process on this node and waits until `ready` answers 200. */
-async function startChild (name: Target, script: string, env: NodeJS.ProcessEnv, readyPath: string, cwd = ROOT, nodeArgs: readonly string[] = []): Promise<Child> {
+interface ChildOptions {
+  /** Working directory (default: the project root). */
+  cwd?: string
+  nodeArgs?: readonly string[]
+  /** See Child.health (default /health). */
+  health?: string
+}
+
+/**
+ * Starts one server as a child process on this node, listening on a free port of 127.0.0.1 (PORT, HOST), and
+ * waits until `ready` answers 200. `script` is a compiled server's path under dist/ (see buildServers), or
+ * the absolute path of one that is not built here (the Platformatic peer's bench/platformatic/serve.mjs).
+ */
+async function startChild (name: Target, script: string, env: NodeJS.ProcessEnv, readyPath: string, options: ChildOptions = {}): Promise<Child> {
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
   const log = join(RESULTS_DIR, `${name}.log`)
   const fd = openSync(log, 'w')
+  const entry = isAbsolute(script) ? script : join(ROOT, 'dist', script)
   const child: Child = {
     name,
     base,
     log,
-    process: spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist', script)], { cwd, env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', fd, fd] })
+    health: options.health ?? '/health',
+    process: spawn(process.execPath, [...(options.nodeArgs ?? []), entry], { cwd: options.cwd ?? ROOT, env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', fd, fd] })
   }
   closeSync(fd)
   children.push(child)
@@ -317,6 +374,15 @@ async function checkPage (base: string, path: string, expect: PageExpectation): 
   return problem === undefined ? undefined : `${path}: ${problem}`
 }
 
+/** A peer's page, fetched once outside the load and checked with its headers. */
+async function checkPeerPage (base: string, path: string, verify: PeerRow['verify']): Promise<string | undefined> {
+  const response = await fetch(base + path, { signal: AbortSignal.timeout(30_000) })
+  const body = await response.text()
+  if (response.status !== 200) return `${path} answered ${response.status}: ${body.slice(0, 80)}`
+  const problem = verify(body, Object.fromEntries(response.headers))
+  return problem === undefined ? undefined : `${path}: ${problem}`
+}
+
 /** The naive reference for a page: total and ids by one plain query each (bench/oracle.ts). */
 async function expectPage (oracle: Oracle, where: Where, page: number, limit: number, items?: PageExpectation['items'], orderBy = 'id'): Promise<PageExpectation> {
   const total = await oracle.count(where)
@@ -334,7 +400,15 @@ async function expectPath (oracle: Oracle, path: string): Promise<PageExpectatio
 }
 
 /** `sync`: the writers of the delta sync catch-up, subjects of their own so the POST rows still provision theirs. */
-interface Tokens { hello: string, post: (target: Target | 'sync') => Promise<string[]> }
+interface Tokens {
+  hello: string
+  post: (target: Target | 'sync') => Promise<string[]>
+  /**
+   * The Platformatic peer's POST callers: seeded users, each token with the id of its user. The peer has no
+   * local users (it cannot provision a new subject), so every body names its author.
+   */
+  peerPost: (oracle: Oracle) => Promise<Array<{ token: string, authorId: number }>>
+}
 
 /** The bodies POST sends, one after another: generated messages, the same every run. */
 function postBodies (): string[] {
@@ -506,11 +580,23 @@ async function buildRows (oracle: Oracle, keys: Set<string> | undefined, tokens:
   const wanted = (key: string): boolean => keys === undefined || keys.has(key)
   const rows: Row[] = []
   if (wanted('health')) {
-    rows.push({ key: 'health', name: 'GET /health', targets: TARGETS, requests: () => [{ method: 'GET', path: '/health' }], verify: (b) => b === '{"ok":true}' ? undefined : `health body ${b.slice(0, 40)}` })
+    rows.push({ key: 'health', name: 'GET /health', targets: DEFAULT_TARGETS, requests: () => [{ method: 'GET', path: '/health' }], verify: (b) => b === '{"ok":true}' ? undefined : `health body ${b.slice(0, 40)}` })
   }
   const total = await oracle.count(EVERYTHING)
-  const listRow = (key: string, name: string, path: string, expect: PageExpectation, targets: readonly Target[]): Row =>
-    ({ key, name, targets, requests: () => [{ method: 'GET', path }], verify: (b) => pageProblem(b, expect), page: { path, expect } })
+  // The list rows also run against the Platformatic peer, asked the same page (bench/peer.ts) and held to the same expectation.
+  const listRow = (key: string, name: string, path: string, expect: PageExpectation, targets: readonly Target[]): Row => {
+    const peerPath = platformaticPath(path)
+    const peerVerify: PeerRow['verify'] = (b, headers) => platformaticPageProblem(b, headers, expect)
+    return {
+      key,
+      name,
+      targets: [...targets, 'platformatic'],
+      requests: () => [{ method: 'GET', path }],
+      verify: (b) => pageProblem(b, expect),
+      page: { path, expect },
+      platformatic: { requests: () => [{ method: 'GET', path: peerPath }], verify: peerVerify, page: peerPath }
+    }
+  }
   for (const limit of [25, 100]) {
     const last = Math.max(1, Math.ceil(total / limit))
     const pages: Array<[string, string, number]> = [['page1', 'page 1', 1], ['middle', 'middle page', Math.ceil(last / 2)], ['last', 'last page', last]]
@@ -518,7 +604,7 @@ async function buildRows (oracle: Oracle, keys: Set<string> | undefined, tokens:
       const key = `${label}-${limit}`
       if (!wanted(key)) continue
       const expect = await expectPage(oracle, EVERYTHING, page, limit)
-      rows.push(listRow(key, `list ${text} (${page}), limit ${limit}`, `/v2/messages?page=${page}&limit=${limit}`, expect, page === 1 ? TARGETS : ['service', 'baseline']))
+      rows.push(listRow(key, `list ${text} (${page}), limit ${limit}`, `/v2/messages?page=${page}&limit=${limit}`, expect, page === 1 ? DEFAULT_TARGETS : ['service', 'baseline']))
     }
   }
   // Mobile clients (CONTRACT 12), each measured against page 1 of this run.
@@ -583,7 +669,7 @@ async function buildRows (oracle: Oracle, keys: Set<string> | undefined, tokens:
     rows.push({
       key: 'hello',
       name: 'GET /v2/hello (RS256)',
-      targets: TARGETS,
+      targets: DEFAULT_TARGETS,
       requests: () => [{ method: 'GET', path: '/v2/hello', headers: { authorization: `Bearer ${tokens.hello}` } }],
       verify: (b) => b === '{"message":"Hello, bench-admin@example.com!","role":"Admin"}' ? undefined : `hello body ${b.slice(0, 60)}`
     })
@@ -615,7 +701,30 @@ async function buildRows (oracle: Oracle, keys: Set<string> | undefined, tokens:
       }]
     }
     if (wanted('post')) {
-      rows.push({ key: 'post', name: `POST /v2/messages (${POST_SUBJECTS} subjects, RS256)`, targets: ['service', 'baseline'], countsWrites: true, requests: (target) => posts(target, false), verify })
+      const peerCallers = await tokens.peerPost(oracle)
+      // The peer's equivalent: the same bodies, each naming the caller's user as its author, answered 200.
+      const peerPosts = (): CannonRequest[] => {
+        let sent = 0
+        return [{
+          method: 'POST',
+          path: '/messages',
+          headers: { 'content-type': 'application/json' },
+          setupRequest (request) {
+            const n = sent++
+            const caller = peerCallers[n % peerCallers.length]!
+            return { ...request, headers: { ...request.headers, authorization: `Bearer ${caller.token}` }, body: platformaticPostBody(bodies[n % bodies.length]!, caller.authorId) }
+          }
+        }]
+      }
+      rows.push({
+        key: 'post',
+        name: `POST /v2/messages (${POST_SUBJECTS} subjects, RS256)`,
+        targets: ['service', 'baseline', 'platformatic'],
+        countsWrites: true,
+        requests: (target) => posts(target, false),
+        verify,
+        platformatic: { requests: peerPosts, verify: platformaticMessageProblem, status: 200 }
+      })
     }
     if (wanted('post-idempotent')) {
       rows.push({
@@ -657,14 +766,15 @@ async function buildRows (oracle: Oracle, keys: Set<string> | undefined, tokens:
 function withAcknowledged (verify: (body: string) => boolean, ids: number[] | undefined): (body: string) => boolean {
   if (ids === undefined) return verify
   return (body) => {
+    // A number from the service and the baseline, a string of digits from the Platformatic peer (a bigint).
     const id = (parseJson(body) as Item | undefined)?.id
-    if (typeof id === 'number') ids.push(id)
+    if (typeof id === 'number' || (typeof id === 'string' && /^\d+$/.test(id))) ids.push(Number(id))
     return verify(body)
   }
 }
 
 /**
- * Zero lost writes: every message acknowledged with 201 is in the table, and the rows added exceed the
+ * Zero lost writes: every message acknowledged (201; the Platformatic peer's 200) is in the table, and the rows added exceed the
  * acknowledgements by at most the requests still in flight when the load stopped (one per connection).
  */
 async function lostWrites (oracle: Oracle, acknowledged: number[], added: number, connections: number): Promise<string[]> {
@@ -714,20 +824,40 @@ function sequenceRequests (sequence: Sequence, samples: Array<[string, string]>)
   }]
 }
 
+/** A peer's requests, every VERIFY_EVERY-th 2xx answer checked with its headers (autocannon's verifyBody sees none). */
+function peerRequests (peer: PeerRow, problems: string[]): CannonRequest[] {
+  let answered = 0
+  return peer.requests().map((request) => ({
+    ...request,
+    onResponse: (status, body, _context, headers) => {
+      if (status < 200 || status > 299 || answered++ % VERIFY_EVERY !== 0) return
+      const problem = peer.verify(body, headers)
+      if (problem !== undefined && problems.length < 3) problems.push(`sampled body: ${problem}`)
+    }
+  }))
+}
+
+/** The page check of a row, before or after its load: the service's shape, or the peer's. */
+async function checkRowPage (row: Row, child: Child, peer: PeerRow | undefined): Promise<string | undefined> {
+  if (peer !== undefined) return peer.page === undefined ? undefined : await checkPeerPage(child.base, peer.page, peer.verify)
+  return row.page === undefined ? undefined : await checkPage(child.base, row.page.path, row.page.expect)
+}
+
 async function measure (row: Row, child: Child, settings: RunSettings): Promise<Measurement> {
   const { oracle } = settings
+  // The peer answers in a shape of its own, so its rows carry their own requests and checks.
+  const peer = child.name === 'platformatic' ? row.platformatic : undefined
+  if (child.name === 'platformatic' && peer === undefined) throw new BenchError(`"${row.name}" has no Platformatic equivalent`)
   await row.prepare?.()
   const problems: string[] = []
-  if (row.page !== undefined) {
-    const before = await checkPage(child.base, row.page.path, row.page.expect)
-    if (before !== undefined) problems.push(`before the run, ${before}`)
-  }
+  const before = await checkRowPage(row, child, peer)
+  if (before !== undefined) problems.push(`before the run, ${before}`)
   const count = async (): Promise<number> => oracle.live ? await oracle.count(EVERYTHING) : await statedTotal(child)
   const countBefore = row.countsWrites === true ? await count() : 0
   const acknowledged: number[] = []
   const samples: Array<[string, string]> = []
   const rss = sampleRss(child.process.pid)
-  const probe = probeHealth(child.base)
+  const probe = probeHealth(child.base + child.health)
   const bodyProblems: string[] = []
   const result = await runCannon({
     url: child.base,
@@ -735,14 +865,14 @@ async function measure (row: Row, child: Child, settings: RunSettings): Promise<
     duration: row.duration ?? settings.duration,
     maxOverallRequests: row.sequence === undefined || row.sequence.repeat === true ? settings.maxRequests : Math.min(settings.maxRequests, row.sequence.paths.length),
     timeout: 10,
-    requests: row.sequence === undefined ? row.requests(child.name) : sequenceRequests(row.sequence, samples),
-    verifyBody: withAcknowledged(row.verify === undefined ? () => true : sampled(row.verify, bodyProblems), row.countsWrites === true ? acknowledged : undefined)
+    requests: peer !== undefined ? peerRequests(peer, bodyProblems) : row.sequence === undefined ? row.requests(child.name) : sequenceRequests(row.sequence, samples),
+    verifyBody: withAcknowledged(peer !== undefined || row.verify === undefined ? () => true : sampled(row.verify, bodyProblems), row.countsWrites === true ? acknowledged : undefined)
   })
   const health = await probe.stop()
   const peakRssMb = rss.stop()
   if (!running(child)) throw new BenchError(`the ${child.name} server exited during "${row.name}" (${child.log}):\n${logTail(child)}`)
   problems.push(...bodyProblems)
-  if (health.failed > 0) problems.push(`${health.failed} of ${health.count} /health probes failed`)
+  if (health.failed > 0) problems.push(`${health.failed} of ${health.count} ${child.health} probes failed`)
   if (row.sequence !== undefined) {
     const wrong: string[] = []
     for (const [path, body] of samples) {
@@ -752,10 +882,8 @@ async function measure (row: Row, child: Child, settings: RunSettings): Promise<
     if (wrong.length > 0) problems.push(`${wrong.length} of ${samples.length} sampled answers are wrong; the first, ${wrong[0]!}`)
     if (samples.length === 0 && result.requests.total > 0) problems.push('no answer was sampled')
   }
-  if (row.page !== undefined) {
-    const after = await checkPage(child.base, row.page.path, row.page.expect)
-    if (after !== undefined) problems.push(`after the run, ${after}`)
-  }
+  const after = await checkRowPage(row, child, peer)
+  if (after !== undefined) problems.push(`after the run, ${after}`)
   if (row.countsWrites === true) {
     const added = await count() - countBefore
     if (oracle.live) problems.push(...await lostWrites(oracle, acknowledged, added, settings.connections))
@@ -764,6 +892,8 @@ async function measure (row: Row, child: Child, settings: RunSettings): Promise<
   const errors = result.errors + result.timeouts
   const failing = Object.entries(result.statusCodeStats).filter(([code]) => !code.startsWith('2') && row.alsoOk?.includes(Number(code)) !== true)
   if (failing.length > 0) problems.push(`non-2xx responses: ${failing.map(([code, s]) => `${s.count}× ${code}`).join(', ')}`)
+  const otherStatus = peer?.status === undefined ? [] : Object.entries(result.statusCodeStats).filter(([code]) => code.startsWith('2') && Number(code) !== peer.status)
+  if (otherStatus.length > 0) problems.push(`answers other than ${peer!.status!}: ${otherStatus.map(([code, s]) => `${s.count}× ${code}`).join(', ')}`)
   if (errors > 0) problems.push(`${result.errors} connection errors (${result.timeouts} timeouts)`)
   if (result.requests.total === 0) problems.push('no request completed within the duration')
   if (result.mismatches > 0 && bodyProblems.length === 0) problems.push(`${result.mismatches} sampled bodies failed the checks`)
@@ -777,10 +907,10 @@ async function measure (row: Row, child: Child, settings: RunSettings): Promise<
 const PROBE_INTERVAL_MS = 50
 
 /**
- * GET /health, one at a time every PROBE_INTERVAL_MS, while a row runs: how long a liveness probe waits
+ * GET `url` (a server's /health), one at a time every PROBE_INTERVAL_MS, while a row runs: how long a liveness probe waits
  * while the service is busy with the row (a load balancer would take an instance out past its timeout).
  */
-function probeHealth (base: string): { stop: () => Promise<NonNullable<Measurement['health']>> } {
+function probeHealth (url: string): { stop: () => Promise<NonNullable<Measurement['health']>> } {
   const latencies: number[] = []
   let failed = 0
   const state = { stopped: false }
@@ -788,7 +918,7 @@ function probeHealth (base: string): { stop: () => Promise<NonNullable<Measureme
     while (!state.stopped) {
       const began = performance.now()
       try {
-        const response = await request(`${base}/health`, { headersTimeout: 10_000, bodyTimeout: 10_000 })
+        const response = await request(url, { headersTimeout: 10_000, bodyTimeout: 10_000 })
         await response.body.text()
         if (response.statusCode !== 200) failed++
       } catch {
@@ -1026,9 +1156,13 @@ async function main (args: string[]): Promise<number> {
   const unknown = [...keys].filter((k) => !ROW_KEYS.includes(k))
   if (unknown.length > 0) throw new BenchError(`unknown row ${unknown.join(', ')}; rows are ${ROW_KEYS.join(', ')}`)
   if (embedded) keys.delete('sync')
-  const targets = new Set(values.targets?.split(',').map((k) => k.trim()) ?? TARGETS)
+  const targets = new Set(values.targets?.split(',').map((k) => k.trim()) ?? DEFAULT_TARGETS)
   const unknownTarget = [...targets].filter((t) => !TARGETS.includes(t as Target))
-  if (unknownTarget.length > 0 || !targets.has('service')) throw new BenchError(`--targets takes service and any of baseline, ceiling (got ${values.targets ?? ''})`)
+  if (unknownTarget.length > 0 || !targets.has('service')) throw new BenchError(`--targets takes service and any of baseline, ceiling, platformatic (got ${values.targets ?? ''})`)
+  if (targets.has('platformatic')) {
+    if (embedded) throw new BenchError('the platformatic peer reads PostgreSQL: set DATABASE_URL')
+    if (!existsSync(PEER_ENTRY_INSTALLED)) throw new BenchError('the platformatic peer is not installed: run `npm run bench:peer` first (npm ci in bench/platformatic, its own lock file)')
+  }
   const outName = values.out ?? (embedded ? 'embedded' : 'latest')
   if (!/^[\w.-]+$/.test(outName)) throw new BenchError('--out takes a file name without a path')
   mkdirSync(RESULTS_DIR, { recursive: true })
@@ -1064,7 +1198,17 @@ async function main (args: string[]): Promise<number> {
         return token(user.subjectId, user.role, user.email, user.name)
       }
       return token(`bench-${runId}-${target}-${i}`, 'User')
-    }))
+    })),
+    peerPost: async (oracle) => {
+      const users = Array.from({ length: POST_SUBJECTS }, (_, i) => seedUser(i + 1))
+      const found = await oracle.rows<{ id: string, subject_id: string }>('select id, subject_id from users where subject_id = any($1::text[])', [users.map((u) => u.subjectId)])
+      const ids = new Map(found.map((row) => [row.subject_id, Number(row.id)]))
+      return Promise.all(users.map(async (user) => {
+        const authorId = ids.get(user.subjectId)
+        if (authorId === undefined) throw new BenchError(`the seeded user ${user.subjectId} is not in the database`)
+        return { token: await token(user.subjectId, user.role, user.email, user.name), authorId }
+      }))
+    }
   }
 
   const oracle = embedded ? await pgliteOracle(EMBEDDED_ORACLE_DIR, EMBEDDED_DATA_DIR) : await postgresOracle(databaseUrl)
@@ -1074,7 +1218,7 @@ async function main (args: string[]): Promise<number> {
     const serverEnv = { ...process.env, DATABASE_URL: databaseUrl, AUTH_ISSUER: issuer, API_AUDIENCE: audience }
     buildServers()
     // The embedded service runs in EMBEDDED_DIR, where its default ./.data/pglite is the seeded directory.
-    const service = await startChild('service', 'src/server.js', { ...serverEnv, RATE_LIMIT_MAX: '0', LOG_LEVEL: 'warn' }, '/health/ready', embedded ? EMBEDDED_DIR : ROOT, SERVICE_NODE_ARGS)
+    const service = await startChild('service', 'src/server.js', { ...serverEnv, RATE_LIMIT_MAX: '0', LOG_LEVEL: 'warn' }, '/health/ready', { cwd: embedded ? EMBEDDED_DIR : ROOT, nodeArgs: SERVICE_NODE_ARGS })
     const byTarget: Partial<Record<Target, Child>> = { service }
     // The naive server and the ceiling read PostgreSQL; on the embedded database the service is measured alone.
     if (!embedded && targets.has('baseline')) byTarget.baseline = await startChild('baseline', 'bench/baseline.js', serverEnv, '/health')
@@ -1086,13 +1230,15 @@ async function main (args: string[]): Promise<number> {
       writeFileSync(pagesFile, JSON.stringify(pages))
       byTarget.ceiling = await startChild('ceiling', 'bench/ceiling.js', { ...serverEnv, CEILING_PAGES_FILE: pagesFile, CEILING_JWK: JSON.stringify(keysOnDisk.publicJwk) }, '/health')
     }
+    if (targets.has('platformatic')) byTarget.platformatic = await startChild('platformatic', PEER_ENTRY, peerEnv(databaseUrl, issuer, audience), '/status', { cwd: PEER_DIR, health: '/status' })
 
     const rows = (await buildRows(oracle, keys, tokens, service, maxRequests))
       .map((row) => ({ ...row, targets: row.targets.filter((target) => byTarget[target] !== undefined) }))
     const settings: RunSettings = { duration, connections, maxRequests, oracle, deferred }
     // Unreported warm-up, so the first row does not pay for JIT compilation and pool connections.
     for (const child of Object.values(byTarget)) {
-      await runCannon({ url: child.base, connections: 10, duration: 1, maxOverallRequests: 20_000, timeout: 10, requests: [{ method: 'GET', path: '/health' }, { method: 'GET', path: '/v2/messages?limit=25' }] })
+      const page = child.name === 'platformatic' ? platformaticPath('/v2/messages?limit=25') : '/v2/messages?limit=25'
+      await runCannon({ url: child.base, connections: 10, duration: 1, maxOverallRequests: 20_000, timeout: 10, requests: [{ method: 'GET', path: child.health }, { method: 'GET', path: page }] })
     }
 
     const reports: RowReport[] = []

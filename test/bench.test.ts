@@ -71,6 +71,30 @@ t.test('the SVG chart is well formed, escapes names and marks failed bars', asyn
   t.equal(svg.match(/<rect /g)?.length, 1 + 3 + 2 * 5, 'background, legend, one bar per server and panel')
 })
 
+t.test('the Platformatic peer gets columns of its own, and a ratio, only when it ran', async (t) => {
+  const withPeer: BenchReport = {
+    ...report,
+    rows: [
+      { key: 'page1-25', name: 'list page 1 (1), limit 25', results: { service: measurement(18_000), baseline: measurement(15), ceiling: measurement(20_000), platformatic: measurement(40) } },
+      { key: 'post', name: 'POST /v2/messages', results: { service: measurement(3000), platformatic: measurement(1500, ['answers other than 200: 12× 201']) } }
+    ]
+  }
+  const markdown = renderMarkdown(withPeer)
+  t.match(markdown, '| Ceiling req/s | p99 ms | Platformatic req/s | p50 ms | p99 ms | Service ÷ baseline | Service ÷ ceiling | Service ÷ platformatic | Non-2xx')
+  t.match(markdown, '| list page 1 (1), limit 25 | 18,000 | 1.50 | 12.0 | 15 | 1.50 | 12.0 | 20,000 | 12.0 | 40 | 1.50 | 12.0 | 1200× | 0.90× | 450× | 0 / 0 | 3.25 | 120 | ok |')
+  t.match(markdown, '| POST /v2/messages | 3,000 | 1.50 | 12.0 | — | — | — | — | — | 1,500 FAILED | 1.50 | 12.0 | — | — | 2.00× | 0 / 0 | 3.25 | 120 | ok (a reference failed) |')
+  t.match(markdown, '- POST /v2/messages (platformatic): answers other than 200: 12× 201')
+  const table = markdown.split('\n').filter((line) => line.startsWith('| Row |') || line.startsWith('|---'))
+  t.same(table.map((line) => line.split('|').length - 2), [19, 19], '19 columns, each with its alignment')
+  t.notMatch(renderMarkdown(report), 'Platformatic', 'no peer columns when the peer did not run')
+
+  const svg = renderSvg(withPeer)
+  t.match(svg, '>platformatic</text>')
+  t.match(svg, 'fill="#16a34a"')
+  t.equal(svg.match(/<rect /g)?.length, 1 + 4 + 2 * 6, 'background, a legend entry per server, one bar per result and panel')
+  t.notMatch(renderSvg(report), 'platformatic')
+})
+
 t.test('the search word is in 7.5% of generated messages', async (t) => {
   const random = createRandom(7)
   const n = 40_000
