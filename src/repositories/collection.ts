@@ -351,6 +351,12 @@ export function createCollectionReader<S extends string, F extends string, Row e
     const where = whereSql(present)
     const limit = sql.raw(String(reach))
     const parts = seekParts(sort, scan, keyNull, 'i')
+    const only = parts.length === 1 ? parts[0]! : undefined
+    if (only !== undefined && only.walk !== true) {
+      // One index range: its own order numbers the rows, with no sort of the parts.
+      return sql`WITH page AS MATERIALIZED (SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(only.order)}) AS ord FROM ${table} m
+        WHERE ${only.where} AND ${where} ORDER BY ${sql.raw(only.order)} LIMIT ${limit})`
+    }
     let walk: SQL | undefined
     const selects = parts.map((part, n) => {
       if (part.walk === true) {
