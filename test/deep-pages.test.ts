@@ -67,15 +67,16 @@ t.test('AnchorCache: one read at a time per key, failed reads keep nothing, and 
     now += 100
     return anchors(2, reads)
   }
-  cache.refresh('k', slow)
-  cache.refresh('k', slow)
-  t.equal(reads, 1, 'a second refresh while one runs starts nothing')
+  const first = cache.refresh('k', slow)
+  t.ok(first instanceof Promise, 'the read under way is returned, for a page to wait on')
+  t.equal(cache.refresh('k', slow), first, 'a second refresh while one runs starts nothing and returns the same read')
+  t.equal(reads, 1)
   release()
   await cache.settled()
   t.equal(cache.get('k')?.version, 1)
   now += 899
-  cache.refresh('k', slow)
-  t.equal(reads, 1, 'within nine times the last read\'s 100 ms: not read again')
+  t.equal(cache.refresh('k', slow), undefined, 'within nine times the last read\'s 100 ms: not read again, nothing to wait on')
+  t.equal(reads, 1)
   now += 1
   cache.refresh('k', slow)
   t.equal(reads, 2, 'after it: read again')

@@ -75,13 +75,15 @@ export class AnchorCache {
 
   /**
    * Starts `read` for `key` unless one is running or the last one ended too recently. A read that
-   * fails or answers undefined (a write landed while it ran) stores nothing.
+   * fails or answers undefined (a write landed while it ran) stores nothing. Returns the read under way
+   * (settling when it has ended, however it ended), or undefined when none is.
    */
-  refresh (key: string, read: () => Promise<Anchors | undefined>): void {
-    if (this.#building.has(key)) return
+  refresh (key: string, read: () => Promise<Anchors | undefined>): Promise<void> | undefined {
+    const running = this.#building.get(key)
+    if (running !== undefined) return running
     const now = this.#clock()
     const last = this.#lastCost.get(key)
-    if (last !== undefined && now - last.ended < 9 * last.took) return
+    if (last !== undefined && now - last.ended < 9 * last.took) return undefined
     const done = read().then((anchors) => {
       if (anchors !== undefined) this.#store(key, anchors)
     }, () => undefined).finally(() => {
@@ -94,6 +96,7 @@ export class AnchorCache {
       }
     })
     this.#building.set(key, done)
+    return done
   }
 
   /** Resolves when every read started so far has ended (for tests and shutdown). */
