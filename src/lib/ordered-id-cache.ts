@@ -1,3 +1,5 @@
+import { SizedLru } from './sized-lru.js'
+
 /**
  * The ordered ids of a result set, remembered with the version of the table they were read at.
  * An entry is only ever served after the caller has read the table's current version in the same
@@ -10,40 +12,21 @@ export interface OrderedIds {
 }
 
 export class OrderedIdCache {
-  readonly #entries = new Map<string, OrderedIds>()
-  readonly #maxIds: number
-  #held = 0
+  readonly #entries: SizedLru<OrderedIds>
 
   constructor (maxIds: number) {
-    this.#maxIds = maxIds
+    this.#entries = new SizedLru(maxIds)
   }
 
   get (key: string): OrderedIds | undefined {
-    const entry = this.#entries.get(key)
-    if (entry !== undefined) {
-      // Re-inserting moves the key to the young end of the Map's order.
-      this.#entries.delete(key)
-      this.#entries.set(key, entry)
-    }
-    return entry
+    return this.#entries.get(key)
   }
 
   set (key: string, entry: OrderedIds): void {
-    this.delete(key)
-    if (entry.ids.length > this.#maxIds) return
-    this.#entries.set(key, entry)
-    this.#held += entry.ids.length
-    for (const [oldest, old] of this.#entries) {
-      if (this.#held <= this.#maxIds) break
-      this.#entries.delete(oldest)
-      this.#held -= old.ids.length
-    }
+    this.#entries.set(key, entry, entry.ids.length)
   }
 
   delete (key: string): void {
-    const entry = this.#entries.get(key)
-    if (entry === undefined) return
     this.#entries.delete(key)
-    this.#held -= entry.ids.length
   }
 }

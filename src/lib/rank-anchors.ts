@@ -1,4 +1,5 @@
 import type { Position } from './pagination.js'
+import { SizedLru } from './sized-lru.js'
 
 // Every STRIDE-th position of a sorted result set, read at one version of its table: a page at any
 // offset is then a seek from the nearest anchor at or before it, skipping fewer than STRIDE rows, and
@@ -39,38 +40,29 @@ export function anchorBytes (anchors: Anchors): number {
  * are meanwhile read the way they are without them.
  */
 export class AnchorCache {
-  readonly #entries = new Map<string, Anchors & { size: number }>()
+  readonly #entries: SizedLru<Anchors>
   readonly #building = new Map<string, Promise<void>>()
   readonly #lastCost = new Map<string, { ended: number, took: number }>()
-  readonly #maxBytes: number
   readonly #clock: () => number
-  #held = 0
 
   constructor (maxBytes: number, clock: () => number = Date.now) {
-    this.#maxBytes = maxBytes
+    this.#entries = new SizedLru(maxBytes)
     this.#clock = clock
   }
 
   /** Bytes the sets held now take. */
   get heldBytes (): number {
-    return this.#held
+    return this.#entries.held
   }
 
   get (key: string): Anchors | undefined {
-    const entry = this.#entries.get(key)
-    if (entry !== undefined) {
-      this.#entries.delete(key)
-      this.#entries.set(key, entry)
-    }
-    return entry
+    return this.#entries.get(key)
   }
 
   /** Forgets `key`'s set when a page read a newer version than it holds. */
   retire (key: string, version: number): void {
-    const entry = this.#entries.get(key)
-    if (entry === undefined || entry.version >= version) return
-    this.#entries.delete(key)
-    this.#held -= entry.size
+    const entry = this.#entries.peek(key)
+    if (entry !== undefined && entry.version < version) this.#entries.delete(key)
   }
 
   /**
@@ -85,14 +77,14 @@ export class AnchorCache {
     const last = this.#lastCost.get(key)
     if (last !== undefined && now - last.ended < 9 * last.took) return undefined
     const done = read().then((anchors) => {
-      if (anchors !== undefined) this.#store(key, anchors)
+      if (anchors !== undefined) this.#entries.set(key, anchors, anchorBytes(anchors))
     }, () => undefined).finally(() => {
       const ended = this.#clock()
       this.#lastCost.set(key, { ended, took: ended - now })
       this.#building.delete(key)
       // The costs are only a pacing hint: keep them for the keys still held or being read.
-      if (this.#lastCost.size > 4 * (this.#entries.size + this.#building.size) + 64) {
-        for (const name of this.#lastCost.keys()) if (!this.#entries.has(name) && !this.#building.has(name)) this.#lastCost.delete(name)
+      if (this.#lastCost.size > 4 * (this.#entries.count + this.#building.size) + 64) {
+        for (const name of this.#lastCost.keys()) if (this.#entries.peek(name) === undefined && !this.#building.has(name)) this.#lastCost.delete(name)
       }
     })
     this.#building.set(key, done)
@@ -102,22 +94,5 @@ export class AnchorCache {
   /** Resolves when every read started so far has ended (for tests and shutdown). */
   async settled (): Promise<void> {
     await Promise.all(this.#building.values())
-  }
-
-  #store (key: string, anchors: Anchors): void {
-    const old = this.#entries.get(key)
-    if (old !== undefined) {
-      this.#entries.delete(key)
-      this.#held -= old.size
-    }
-    const size = anchorBytes(anchors)
-    if (size > this.#maxBytes) return
-    this.#entries.set(key, { ...anchors, size })
-    this.#held += size
-    for (const [oldest, entry] of this.#entries) {
-      if (this.#held <= this.#maxBytes) break
-      this.#entries.delete(oldest)
-      this.#held -= entry.size
-    }
   }
 }

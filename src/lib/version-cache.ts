@@ -4,6 +4,7 @@ import { statement, type Statement } from '../db/statement.js'
 import { versionSql } from '../repositories/collection.js'
 import { entityTag, ifNoneMatch, type Conditional, type Revalidated } from './entity-tag.js'
 import { sharedRead } from './shared-read.js'
+import { SizedLru } from './sized-lru.js'
 
 // Collection reads are remembered with the versions of the tables they read (drizzle/0006: every
 // row any statement writes, from any client, grows its table's version). Each request reads the
@@ -67,20 +68,21 @@ export class VersionGate {
   }
 }
 
-interface Entry<T> { versions: Versions, value: T, size: number }
+interface Entry<T> { versions: Versions, value: T }
 
 /** Least-recently-used entries, bounded by an estimate of the bytes they hold. */
 export class VersionedCache<T> {
-  readonly #entries = new Map<string, Entry<T>>()
-  readonly #maxBytes: number
+  readonly #entries: SizedLru<Entry<T>>
   readonly #sizeOf: (value: T) => number
   readonly #gate: VersionGate
-  #held = 0
 
-  /** `tables`: every table whose rows the cached values show; a write to any of them retires them. */
+  /**
+   * `tables`: every table whose rows the cached values show; a write to any of them retires them. A
+   * value larger than an eighth of `maxBytes` is not kept, so that one cannot empty the cache.
+   */
   constructor (tables: readonly string[], maxBytes: number, sizeOf: (value: T) => number) {
     this.#gate = new VersionGate(tables)
-    this.#maxBytes = maxBytes
+    this.#entries = new SizedLru(maxBytes, maxBytes / 8)
     this.#sizeOf = sizeOf
   }
 
@@ -95,31 +97,11 @@ export class VersionedCache<T> {
 
   async #lookup (key: string, versions: Versions, compute: () => Promise<T>): Promise<T> {
     const hit = this.#entries.get(key)
-    if (hit !== undefined && hit.versions === versions) {
-      this.#entries.delete(key)
-      this.#entries.set(key, hit)
-      return hit.value
-    }
+    if (hit !== undefined && hit.versions === versions) return hit.value
     // Computed after the versions were read: if a write lands in between, the entry is newer than
     // its versions say, and the next read simply computes it again.
     const value = await compute()
-    this.#store(key, { versions, value, size: this.#sizeOf(value) })
+    this.#entries.set(key, { versions, value }, this.#sizeOf(value))
     return value
-  }
-
-  #store (key: string, entry: Entry<T>): void {
-    const old = this.#entries.get(key)
-    if (old !== undefined) {
-      this.#entries.delete(key)
-      this.#held -= old.size
-    }
-    if (entry.size > this.#maxBytes / 8) return
-    this.#entries.set(key, entry)
-    this.#held += entry.size
-    for (const [oldest, old] of this.#entries) {
-      if (this.#held <= this.#maxBytes) break
-      this.#entries.delete(oldest)
-      this.#held -= old.size
-    }
   }
 }
