@@ -683,39 +683,36 @@ async function buildRows (oracle: Oracle, keys: Set<string> | undefined, tokens:
       const item = parseJson(b) as Item | undefined
       return typeof item?.id === 'number' && typeof item.content === 'string' ? undefined : `not a message: ${b.slice(0, 60)}`
     }
+    // One POST whose n-th sending carries the token, body and headers `nth(n)` gives.
+    const rotatingPost = (path: string, nth: (n: number) => { token: string, body: string, headers?: Record<string, string> }): CannonRequest[] => {
+      let sent = 0
+      return [{
+        method: 'POST',
+        path,
+        headers: { 'content-type': 'application/json' },
+        setupRequest (request) {
+          const { token, body, headers } = nth(sent++)
+          return { ...request, headers: { ...request.headers, ...headers, authorization: `Bearer ${token}` }, body }
+        }
+      }]
+    }
     // Every request another body and caller; with `keyed`, also a key never sent before (CONTRACT 12).
     const posts = (target: Target, keyed: boolean): CannonRequest[] => {
       const list = perTarget.get(target)!
       const prefix = `${Date.now().toString(36)}-${target}`
-      let sent = 0
-      return [{
-        method: 'POST',
-        path: '/v2/messages',
-        headers: { 'content-type': 'application/json' },
-        setupRequest (request) {
-          const n = sent++
-          const headers: Record<string, string> = { ...request.headers, authorization: `Bearer ${list[n % list.length]!}` }
-          if (keyed) headers['idempotency-key'] = `${prefix}-${n}`
-          return { ...request, headers, body: bodies[n % bodies.length]! }
-        }
-      }]
+      return rotatingPost('/v2/messages', (n) => ({
+        token: list[n % list.length]!,
+        body: bodies[n % bodies.length]!,
+        headers: keyed ? { 'idempotency-key': `${prefix}-${n}` } : undefined
+      }))
     }
     if (wanted('post')) {
       const peerCallers = await tokens.peerPost(oracle)
       // The peer's equivalent: the same bodies, each naming the caller's user as its author, answered 200.
-      const peerPosts = (): CannonRequest[] => {
-        let sent = 0
-        return [{
-          method: 'POST',
-          path: '/messages',
-          headers: { 'content-type': 'application/json' },
-          setupRequest (request) {
-            const n = sent++
-            const caller = peerCallers[n % peerCallers.length]!
-            return { ...request, headers: { ...request.headers, authorization: `Bearer ${caller.token}` }, body: platformaticPostBody(bodies[n % bodies.length]!, caller.authorId) }
-          }
-        }]
-      }
+      const peerPosts = (): CannonRequest[] => rotatingPost('/messages', (n) => {
+        const caller = peerCallers[n % peerCallers.length]!
+        return { token: caller.token, body: platformaticPostBody(bodies[n % bodies.length]!, caller.authorId) }
+      })
       rows.push({
         key: 'post',
         name: `POST /v2/messages (${POST_SUBJECTS} subjects, RS256)`,
