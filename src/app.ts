@@ -24,6 +24,7 @@ import moviesRoutes from '../routes/movies/index.js'
 import usersRoutes from '../routes/users/index.js'
 import weatherRoutes from '../routes/weather/index.js'
 import type { AppConfig } from './config.js'
+import { stdoutLines } from './lib/log-stream.js'
 import { SHARED_SCHEMAS } from './schemas/shared.js'
 
 export interface BuildOptions {
@@ -121,6 +122,13 @@ export function loggerOptions (
   if (!pretty) return options
   // A worker thread formats the lines; colours only when a terminal shows them.
   return { ...options, transport: { target: 'pino-pretty', options: { colorize: isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
+}
+
+/** The process's own logger: loggerOptions, with JSON lines written to stdout without blocking (src/lib/log-stream.ts). */
+export function processLoggerOptions (config: AppConfig): FastifyServerOptions['logger'] {
+  const options = loggerOptions(config) as Record<string, unknown>
+  // pino-pretty's transport already writes from a worker thread.
+  return Object.hasOwn(options, 'transport') ? options : { ...options, stream: stdoutLines() }
 }
 
 // Fastify takes a hop count at run time but its types do not; the same rule as a function.

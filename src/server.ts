@@ -1,6 +1,6 @@
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, type App } from './app.js'
+import { buildApp, processLoggerOptions, type App } from './app.js'
 import { ConfigError, loadConfig, type AppConfig } from './config.js'
 import { buildDevIdp } from './dev-idp/app.js'
 
@@ -38,7 +38,7 @@ async function startDevIdpOrExit (config: AppConfig, app: App): Promise<FastifyI
 }
 
 const config = configOrExit()
-const app = await buildApp(config)
+const app = await buildApp(config, { logger: processLoggerOptions(config) })
 const devIdp = config.devIdp && !config.production ? await startDevIdpOrExit(config, app) : undefined
 
 // CONTRACT 11: readiness fails and connections drain from the moment the signal arrives; close()
