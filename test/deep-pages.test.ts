@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
-import { deepPageReads, type DeepPageRead, type DeepPageVia } from '../src/repositories/collection.js'
+import { createCollectionReader, deepPageReads, type DeepPageRead, type DeepPageVia } from '../src/repositories/collection.js'
+import { MESSAGE_COLLECTION } from '../src/repositories/messages.js'
 import { AnchorCache, anchorBytes, anchorFor, STRIDE, type Anchors } from '../src/lib/rank-anchors.js'
 import { lit, rawRows, run, seedFromEnv } from './helpers/exactness.js'
 import { deleteBySql, insertMessagesBySql, updateBySql, world, type World } from './helpers/exactness-messages.js'
@@ -88,6 +89,51 @@ t.test('AnchorCache: one read at a time per key, failed reads keep nothing, and 
   await cache.settled()
   t.equal(cache.get('other'), undefined, 'a failed read stores nothing')
   t.equal(cache.get('write'), undefined, 'nor does one a write interrupted')
+})
+
+t.test('AnchorCache: the parts of a set being read are held until the read ends, and pages learn when each arrives', async (t) => {
+  const cache = new AnchorCache(1 << 20)
+  t.equal(cache.progress('k'), undefined, 'no read under way: nothing to wait for')
+  let publish: (part: Anchors) => void = () => {}
+  let finish: (set: Anchors | undefined) => void = () => {}
+  cache.refresh('k', async (p) => {
+    publish = p
+    return await new Promise<Anchors | undefined>((resolve) => { finish = resolve })
+  })
+  const first = cache.progress('k')
+  t.ok(first instanceof Promise, 'a read under way: a page can wait for its next part')
+  t.equal(cache.progress('k'), first, 'every waiting page waits for the same part')
+  publish({ ...anchors(1), total: null })
+  await first
+  t.same([cache.get('k')?.total, cache.get('k')?.ids.length], [null, 1], 'the first part is held, without a total')
+  const second = cache.progress('k')
+  t.not(second, first, 'then the next part is waited for')
+  publish({ ...anchors(2), total: null })
+  await second
+  t.equal(cache.get('k')?.ids.length, 2, 'the next part replaces it')
+  const last = cache.progress('k')
+  finish(anchors(3))
+  await last
+  await cache.settled()
+  t.same([cache.get('k')?.total, cache.get('k')?.ids.length], [3 * STRIDE + 10, 3], 'the whole set replaces its parts')
+  t.equal(cache.progress('k'), undefined, 'the read has ended')
+  publish({ ...anchors(1), total: null })
+  t.equal(cache.get('k')?.ids.length, 3, 'a part published after its read ended is ignored')
+
+  let publishCut: (part: Anchors) => void = () => {}
+  let cut: () => void = () => {}
+  cache.refresh('cut', async (p) => {
+    publishCut = p
+    await new Promise<void>((resolve) => { cut = resolve })
+    return undefined
+  })
+  const part = cache.progress('cut')
+  publishCut({ ...anchors(1), total: null })
+  await part
+  t.equal(cache.get('cut')?.total, null, 'a part is held while its read runs')
+  cut()
+  await cache.settled()
+  t.equal(cache.get('cut'), undefined, 'a read a write cut short leaves none of its parts')
 })
 
 // --- Through the API, on a real database ---
@@ -196,4 +242,48 @@ t.test('deep pages are exact before, with and after anchors, whatever writes', a
   t.strictSame((await checkDeep(w, 'after writes', [23, 11, 98])).slice(0, 5), [], 'exact right after the writes, from out-of-date anchors')
   await awaitAnchors(t, w, seen)
   t.strictSame((await checkDeep(w, 'from anchors read again', [22, 13, 97])).slice(0, 5), [], 'exact from the anchors read again')
+})
+
+// Anchors read 256 rows a statement, so that 5,600 rows take 22 of them and pages arrive while they run.
+t.test('anchors still being read serve the pages they reach, exactly, and a write retires them', async (t) => {
+  const w = await world(t, seed)
+  await insertMessagesBySql(w, 5600)
+  const reader = createCollectionReader(MESSAGE_COLLECTION, { anchorChunk: STRIDE })
+  const reads: DeepPageRead[] = []
+  const listener = (message: unknown): void => { reads.push(message as DeepPageRead) }
+  deepPageReads.subscribe(listener)
+  t.teardown(() => { deepPageReads.unsubscribe(listener) })
+  const at = async (c: Combination, offset: number, limit: number): Promise<{ ids: number[], total: number }> => {
+    const values = c.params.priority === undefined ? {} : { priority: c.params.priority }
+    const result = await reader.read(w.app.db, values, { page: 1, limit, offset, sort: c.sort, order: c.desc ? 'desc' : 'asc', cursor: null, filters: '' })
+    return { ids: (result.rows as Array<{ id: number }>).map((row) => Number(row.id)), total: result.total }
+  }
+  const mismatches = async (c: Combination, offsets: number[], limit: number): Promise<string[]> => {
+    const expected = await reference(w, c)
+    const found = await Promise.all(offsets.map(async (offset) => ({ offset, got: await at(c, offset, limit) })))
+    return found.filter(({ offset, got }) => got.total !== expected.length || JSON.stringify(got.ids) !== JSON.stringify(expected.slice(offset, offset + limit)))
+      .map(({ offset, got }) => `${JSON.stringify(c)} offset ${offset}: total ${got.total} (want ${expected.length}), ids ${JSON.stringify(got.ids.slice(0, 3))}…`)
+  }
+  const deepOffsets = (total: number, step: number): number[] => Array.from({ length: Math.ceil((total - 1000) / step) }, (_, i) => 1000 + i * step)
+
+  for (const c of [{ params: {}, where: 'TRUE', sort: 'subject', desc: false }, { params: { priority: 'normal' }, where: "priority = 'normal'", sort: 'subject', desc: true }] as Combination[]) {
+    // A sort without counters waits for the anchors that reach its page: the first parts do.
+    const before = reads.length
+    t.strictSame(await mismatches(c, [1000], 25), [], `${JSON.stringify(c)}: the first deep page is exact`)
+    t.same(reads.slice(before).map((read) => [read.via, read.partial]), [['anchor', true]], 'and read from the anchors read so far')
+    // Every deep page at once while the rest is read: from the parts, by waiting, or from the whole set.
+    const total = (await reference(w, c)).length
+    t.strictSame((await mismatches(c, deepOffsets(total, 37), 19)).slice(0, 5), [], 'every deep page is exact while the anchors are read')
+  }
+  const partial = reads.filter((read) => read.partial === true).length
+  t.ok(partial > 1, `${partial} pages read from anchors still being read`)
+
+  // A write while a set is being read: its parts are of the old version and serve no page.
+  const byId: Combination = { params: {}, where: 'TRUE', sort: 'id', desc: false }
+  const c: Combination = { params: {}, where: 'TRUE', sort: 'createdAt', desc: true }
+  await at(c, 1000, 10)
+  await insertMessagesBySql(w, 40)
+  await deleteBySql(w)
+  t.strictSame((await mismatches(c, deepOffsets((await reference(w, c)).length, 53), 21)).slice(0, 5), [], 'exact after writes during the read')
+  t.strictSame((await mismatches(byId, deepOffsets((await reference(w, byId)).length, 71), 30)).slice(0, 5), [], 'and by id, whose counters place pages the anchors do not reach yet')
 })

@@ -5,14 +5,16 @@ import { SizedLru } from './sized-lru.js'
 // offset is then a seek from the nearest anchor at or before it, skipping fewer than STRIDE rows, and
 // needs neither OFFSET over the rows before it nor the order-statistic counters. An anchor set is
 // used only when the page's own statement reads the same version (CONTRACT 7), so a write by anyone
-// retires it; it is then read again, at most as often as `AnchorCache` allows.
+// retires it; it is then read again, at most as often as `AnchorCache` allows. A set is usable while
+// it is being read: the anchors read so far place the pages they reach, and such a page reads the total
+// in its own statement, since the set does not know it yet.
 
 export const STRIDE = 256
 
 export interface Anchors {
   version: number
-  /** The number of rows of the result set at that version. */
-  total: number
+  /** The number of rows of the result set at that version; null while the set is still being read. */
+  total: number | null
   /** The sort key (as a cursor carries it) and id of the rows at positions STRIDE - 1, 2 * STRIDE - 1, ... */
   keys: Array<string | null>
   ids: Float64Array
@@ -42,6 +44,7 @@ export function anchorBytes (anchors: Anchors): number {
 export class AnchorCache {
   readonly #entries: SizedLru<Anchors>
   readonly #building = new Map<string, Promise<void>>()
+  readonly #progress = new Map<string, { next: Promise<void>, signal: () => void }>()
   readonly #lastCost = new Map<string, { ended: number, took: number }>()
   readonly #clock: () => number
 
@@ -66,22 +69,31 @@ export class AnchorCache {
   }
 
   /**
-   * Starts `read` for `key` unless one is running or the last one ended too recently. A read that
-   * fails or answers undefined (a write landed while it ran) stores nothing. Returns the read under way
-   * (settling when it has ended, however it ended), or undefined when none is.
+   * Starts `read` for `key` unless one is running or the last one ended too recently. The read may
+   * `publish` the part it has read so far (a set whose total is null), which is held, and replaced by
+   * the next part, until the read ends. A read that fails or answers undefined (a write landed while it
+   * ran) leaves no set, not even its parts. Returns the read under way (settling when it has ended,
+   * however it ended), or undefined when none is.
    */
-  refresh (key: string, read: () => Promise<Anchors | undefined>): Promise<void> | undefined {
+  refresh (key: string, read: (publish: (part: Anchors) => void) => Promise<Anchors | undefined>): Promise<void> | undefined {
     const running = this.#building.get(key)
     if (running !== undefined) return running
     const now = this.#clock()
     const last = this.#lastCost.get(key)
     if (last !== undefined && now - last.ended < 9 * last.took) return undefined
-    const done = read().then((anchors) => {
+    const publish = (part: Anchors): void => {
+      if (!this.#building.has(key)) return
+      this.#entries.set(key, part, anchorBytes(part))
+      this.#signal(key)
+    }
+    const done = read(publish).then((anchors) => anchors, () => undefined).then((anchors) => {
       if (anchors !== undefined) this.#entries.set(key, anchors, anchorBytes(anchors))
-    }, () => undefined).finally(() => {
+      else if (this.#entries.peek(key)?.total === null) this.#entries.delete(key)
+    }).finally(() => {
       const ended = this.#clock()
       this.#lastCost.set(key, { ended, took: ended - now })
       this.#building.delete(key)
+      this.#signal(key)
       // The costs are only a pacing hint: keep them for the keys still held or being read.
       if (this.#lastCost.size > 4 * (this.#entries.count + this.#building.size) + 64) {
         for (const name of this.#lastCost.keys()) if (this.#entries.peek(name) === undefined && !this.#building.has(name)) this.#lastCost.delete(name)
@@ -89,6 +101,26 @@ export class AnchorCache {
     })
     this.#building.set(key, done)
     return done
+  }
+
+  /** Settles when the read of `key` under way publishes its next part or ends; undefined when none is under way. */
+  progress (key: string): Promise<void> | undefined {
+    if (!this.#building.has(key)) return undefined
+    let waiting = this.#progress.get(key)
+    if (waiting === undefined) {
+      let signal = (): void => {}
+      const next = new Promise<void>((resolve) => { signal = resolve })
+      waiting = { next, signal }
+      this.#progress.set(key, waiting)
+    }
+    return waiting.next
+  }
+
+  #signal (key: string): void {
+    const waiting = this.#progress.get(key)
+    if (waiting === undefined) return
+    this.#progress.delete(key)
+    waiting.signal()
   }
 
   /** Resolves when every read started so far has ended (for tests and shutdown). */

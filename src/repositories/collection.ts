@@ -83,6 +83,11 @@ const BOUNDS: Record<RankedDim, Record<SortOrder, string>> = {
 
 interface PageRow { total?: number, ord?: number, cursor_key?: string | null, other?: boolean, version?: number }
 
+export interface CollectionReaderOptions {
+  /** Rows each statement reading anchors walks: a multiple of STRIDE (default ANCHOR_CHUNK). */
+  anchorChunk?: number
+}
+
 interface AnchorChunk { version: number, n: number, keys: string, ids: number[] }
 
 // Rows an anchor-reading statement walks: a multiple of STRIDE, so that each chunk ends on an anchor,
@@ -186,15 +191,22 @@ const NEAR_START = 1000
 
 /** How a page at NEAR_START or deeper was read. */
 export type DeepPageVia = 'anchor' | 'rank' | 'offset'
-export interface DeepPageRead { table: string, via: DeepPageVia }
+export interface DeepPageRead {
+  table: string
+  via: DeepPageVia
+  /** From anchors still being read (via 'anchor' only). */
+  partial?: boolean
+}
 /** A message for each page read at NEAR_START or deeper, for /metrics. */
 export const deepPageReads = channel('messages-api:deep-page')
 
-function readVia (table: string, via: DeepPageVia): void {
-  if (deepPageReads.hasSubscribers) deepPageReads.publish({ table, via } satisfies DeepPageRead)
+function readVia (table: string, via: DeepPageVia, partial?: boolean): void {
+  if (deepPageReads.hasSubscribers) deepPageReads.publish((partial === undefined ? { table, via } : { table, via, partial }) satisfies DeepPageRead)
 }
 
-export function createCollectionReader<S extends string, F extends string, Row extends object> (spec: CollectionSpec<S, F>) {
+export function createCollectionReader<S extends string, F extends string, Row extends object> (spec: CollectionSpec<S, F>, options: CollectionReaderOptions = {}) {
+  const anchorChunk = options.anchorChunk ?? ANCHOR_CHUNK
+  if (anchorChunk <= 0 || anchorChunk % STRIDE !== 0) throw new RangeError(`anchorChunk must be a positive multiple of ${STRIDE}`)
   const statements = new Map<string, Statement<Row & PageRow>>()
   const anchorStatements = new Map<string, Statement<AnchorChunk>>()
   // Per database handle: a replica's rows are at its own version.
@@ -226,9 +238,13 @@ export function createCollectionReader<S extends string, F extends string, Row e
     return conditions.length === 0 ? sql`true` : sql.join(conditions, sql` AND `)
   }
 
+  /** Whether the counters hold the total of the rows these filters match (none, or one with a counter key). */
+  function counted (present: F[]): boolean {
+    return present.length === 0 || (present.length === 1 && spec.filters[present[0]!].key !== undefined)
+  }
+
   function totalSql (present: F[]): SQL {
-    const only = present.length === 1 ? spec.filters[present[0]!] : undefined
-    if (present.length === 0 || only?.key !== undefined) {
+    if (counted(present)) {
       return sql`SELECT ${countedTotalSql(spec.table, sql`${placeholder('key')}::text`)}::float8 AS total`
     }
     return sql`SELECT count(*)::float8 AS total FROM ${sql.raw(spec.table)} m WHERE ${whereSql(present)}`
@@ -404,18 +420,22 @@ export function createCollectionReader<S extends string, F extends string, Row e
       ORDER BY r.ord`
   }
 
-  /** A page `skip` rows beyond an anchor, with the table's version in place of the total. */
-  function anchoredSql (sort: S, scan: Scan, keyNull: boolean, present: F[]): SQL {
+  /**
+   * A page `skip` rows beyond an anchor, with the table's version; `withTotal` (for an anchor set still
+   * being read, which does not know it) adds the counted total, read in the same snapshot.
+   */
+  function anchoredSql (sort: S, scan: Scan, keyNull: boolean, present: F[], withTotal: boolean): SQL {
     const keyText = sql.raw(keyTextSql(spec.sorts[sort], spec.keys[sort]))
+    const total = withTotal ? sql`, ${countedTotalSql(spec.table, sql`${placeholder('key')}::text`)}::float8 AS total` : sql``
     return sql`${seekPageSql(sort, scan, keyNull, present, STRIDE - 1 + MAX_LIMIT)}
-      SELECT t.version, r.* FROM (SELECT ${versionSql(spec.table)}::float8 AS version) t
+      SELECT t.*, r.* FROM (SELECT ${versionSql(spec.table)}::float8 AS version${total}) t
       LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyText} AS cursor_key, page.ord FROM page JOIN ${spec.from} ON m.id = page.id
         WHERE ${pageSlice}) r ON true
       ORDER BY r.ord`
   }
 
   /**
-   * Every STRIDE-th row of up to ANCHOR_CHUNK rows in the page's order, from the start (`page` from
+   * Every STRIDE-th row of up to `anchorChunk` rows in the page's order, from the start (`page` from
    * `pageIdsSql` at offset 0) or beyond a position (`seekPageSql`), with the table's version. The keys
    * travel as JSON text: a driver may read a NULL element of a text array as the word NULL.
    */
@@ -431,9 +451,11 @@ export function createCollectionReader<S extends string, F extends string, Row e
 
   /**
    * The anchors of a result set, read in chunks that each check the version the first one read: a
-   * write between them (by anyone) makes the set undefined, to be read again later.
+   * write between them (by anyone) makes the set undefined, to be read again later. After each chunk
+   * but the last, the anchors so far are published, when a page can read its total beside them.
    */
-  async function readAnchors (db: Database, sort: S, order: SortOrder, present: F[], params: Record<string, unknown>): Promise<Anchors | undefined> {
+  async function readAnchors (db: Database, sort: S, order: SortOrder, present: F[], params: Record<string, unknown>,
+    publish: (part: Anchors) => void): Promise<Anchors | undefined> {
     const shape = present.join(',')
     const keys: Array<string | null> = []
     const ids: number[] = []
@@ -447,15 +469,16 @@ export function createCollectionReader<S extends string, F extends string, Row e
       } else {
         const keyNull = after.key === null
         const scan = scanOf({ ...after, direction: 'after' }, order)
-        run = anchorStatement(`anchors-after:${sort}:${order}:${keyNull}:${shape}`, () => anchorChunkSql(sort, seekPageSql(sort, scan, keyNull, present, ANCHOR_CHUNK)))
+        run = anchorStatement(`anchors-after:${sort}:${order}:${keyNull}:${shape}`, () => anchorChunkSql(sort, seekPageSql(sort, scan, keyNull, present, anchorChunk)))
       }
-      const [chunk] = await run(db, { ...params, offset: 0, limit: ANCHOR_CHUNK, k: after?.key, i: after?.id })
+      const [chunk] = await run(db, { ...params, offset: 0, limit: anchorChunk, k: after?.key, i: after?.id })
       if (chunk === undefined || (version !== undefined && chunk.version !== version)) return undefined
       version = chunk.version
       total += chunk.n
       keys.push(...JSON.parse(chunk.keys) as Array<string | null>)
       ids.push(...chunk.ids)
-      if (chunk.n < ANCHOR_CHUNK) return { version, total, keys, ids: Float64Array.from(ids) }
+      if (chunk.n < anchorChunk) return { version, total, keys, ids: Float64Array.from(ids) }
+      if (counted(present)) publish({ version, total: null, keys: keys.slice(), ids: Float64Array.from(ids) })
       after = { key: keys[keys.length - 1] ?? null, id: ids[ids.length - 1]! }
     }
   }
@@ -463,8 +486,9 @@ export function createCollectionReader<S extends string, F extends string, Row e
   /**
    * A page by number from the anchors held for its result set, when they are of the version the
    * page's own statement reads; undefined when there are none, or they are out of date (and are then
-   * read again in the background). With `wait`, a page whose anchors are being read waits for them
-   * (at most ANCHOR_WAIT_MS) and tries once more.
+   * read again in the background). Anchors still being read serve the pages they reach already. With
+   * `wait`, a page they do not reach yet waits (at most ANCHOR_WAIT_MS) until they do, or until the
+   * read ends, and tries once more.
    */
   async function anchored (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>, wait: boolean): Promise<PageResult<Row> | undefined> {
     let cache = anchorCaches.get(db)
@@ -477,23 +501,37 @@ export function createCollectionReader<S extends string, F extends string, Row e
     const at = held === undefined ? undefined : anchorFor(held, page.offset)
     if (held !== undefined && at !== undefined) {
       const keyNull = at.position.key === null
+      const partial = held.total === null
       const scan = scanOf({ ...at.position, direction: 'after' }, page.order)
-      const run = cached(`anchored:${page.sort}:${page.order}:${keyNull}:${present.join(',')}`, () => anchoredSql(page.sort, scan, keyNull, present))
+      const run = cached(`anchored:${page.sort}:${page.order}:${keyNull}:${partial}:${present.join(',')}`, () => anchoredSql(page.sort, scan, keyNull, present, partial))
       const found = await run(db, { ...params, k: at.position.key, i: at.position.id, skip: at.skip, limit: page.limit })
       const version = found[0]?.version ?? 0
-      if (version === held.version) return { ...strip(found[0]?.ord == null ? [] : found), total: held.total }
+      if (version === held.version) {
+        readVia(spec.table, 'anchor', partial)
+        // Read before strip(), which removes it from the rows.
+        const total = held.total ?? found[0]?.total ?? 0
+        return { ...strip(found[0]?.ord == null ? [] : found), total }
+      }
       cache.retire(key, version)
       // A replica behind the anchors: it will catch up; nothing to read again.
       if (version < held.version) return undefined
-    } else if (held !== undefined) {
+    } else if (held !== undefined && held.total !== null) {
       // Past the last anchor: within a stride of the end, which the reads without anchors reach cheaply.
       return undefined
     }
-    const reading = cache.refresh(key, async () => readAnchors(db, page.sort, page.order, present, params))
+    const reading = cache.refresh(key, async (publish) => readAnchors(db, page.sort, page.order, present, params, publish))
     if (!wait || reading === undefined) return undefined
-    let timer: NodeJS.Timeout | undefined
-    await Promise.race([reading, new Promise((resolve) => { timer = setTimeout(resolve, ANCHOR_WAIT_MS) })])
-    clearTimeout(timer)
+    const deadline = performance.now() + ANCHOR_WAIT_MS
+    for (;;) {
+      const next = cache.progress(key)
+      const left = deadline - performance.now()
+      if (next === undefined || left <= 0) break
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([next, new Promise((resolve) => { timer = setTimeout(resolve, left) })])
+      clearTimeout(timer)
+      const now = cache.get(key)
+      if (now !== undefined && anchorFor(now, page.offset) !== undefined) break
+    }
     return await anchored(db, page, present, params, false)
   }
 
@@ -556,10 +594,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
       }
       const dim = rankedDim(page.sort, present)
       const fromAnchor = await anchored(db, page, present, params, dim === undefined)
-      if (fromAnchor !== undefined) {
-        readVia(spec.table, 'anchor')
-        return fromAnchor
-      }
+      if (fromAnchor !== undefined) return fromAnchor
       readVia(spec.table, dim === undefined ? 'offset' : 'rank')
       if (dim !== undefined) {
         const run = cached(`located:${page.sort}:${page.order}:${shape}`, () => locatedSql(page.sort, dim, page.order, present))

@@ -8,7 +8,7 @@ import { OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
 import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import { MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, SEARCH_IDS, messageBytes, pageBytes } from '../lib/memory-budget.js'
 import { VersionedCache } from '../lib/version-cache.js'
-import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type FilterValues } from './collection.js'
+import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type CollectionSpec, type FilterValues } from './collection.js'
 import { createMessageWriter, type IdempotentWrite, type KeyedOutcome } from './message-writer.js'
 import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './message-row.js'
 
@@ -43,7 +43,8 @@ type ReaderFilter = FilterName | 'term'
 
 const isBigintId = (value: string | number) => !Number.isSafeInteger(value) || Number(value) < 1
 
-const reader = createCollectionReader<MessageSort, ReaderFilter, MessageRow>({
+/** The messages as a collection: its sorts, filters and counters (src/repositories/collection.ts). */
+export const MESSAGE_COLLECTION: CollectionSpec<MessageSort, ReaderFilter> = {
   table: 'messages',
   from: MESSAGE_SOURCE,
   columns: MESSAGE_COLUMNS,
@@ -58,7 +59,9 @@ const reader = createCollectionReader<MessageSort, ReaderFilter, MessageRow>({
     subject: { condition: sql`m.subject = ${placeholder('subject')}::text`, key: hashKey('subject') }
   },
   ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'priority' }
-})
+}
+
+const reader = createCollectionReader<MessageSort, ReaderFilter, MessageRow>(MESSAGE_COLLECTION)
 
 // sort=priority without a priority filter: the priorities' totals, in the requested order, tell which
 // priority holds the offset; inside it the order is by id, located in that priority's buckets. The
