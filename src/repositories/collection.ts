@@ -95,9 +95,10 @@ interface AnchorChunk { version: number, n: number, keys: string, ids: number[] 
 // on a busy database too.
 const ANCHOR_CHUNK = STRIDE * 256
 
-// How long a deep page with no rank to fall back on (OFFSET would walk to it) waits for the anchors of
-// its result set being read, rather than walking: on 10,000,000 rows an OFFSET walk by subject took
-// seconds, and fifty of them at once kept the anchors from ever being read.
+// How long a deep page with no rank to fall back on (OFFSET would walk to it) waits for the next part
+// of the anchors of its result set being read, rather than walking. It waits as long as the parts keep
+// coming: on 10,000,000 rows an OFFSET walk by subject ran into the statement timeout, and pages that
+// gave up after 5 s walked while the anchors that would have served them were still being read.
 const ANCHOR_WAIT_MS = 5000
 
 function keyTextSql (expr: string, type: KeyType): string {
@@ -268,9 +269,10 @@ export function createCollectionReader<S extends string, F extends string, Row e
       ORDER BY r.ord`
   }
 
-  function pageIdsSql (sort: S, order: SortOrder, reversed: boolean, present: F[]): SQL {
+  /** `materialized`: false for a statement that reads `page` once, which PostgreSQL then streams. */
+  function pageIdsSql (sort: S, order: SortOrder, reversed: boolean, present: F[], materialized = true): SQL {
     const by = orderSql(spec.sorts[sort], order, reversed)
-    return sql`page AS MATERIALIZED (
+    return sql`page AS ${sql.raw(materialized ? 'MATERIALIZED ' : '')}(
         SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(by)}) AS ord FROM ${sql.raw(spec.table)} m
         WHERE ${whereSql(present)} ORDER BY ${sql.raw(by)} OFFSET ${placeholder('offset')}::bigint LIMIT ${placeholder('limit')}::bigint)`
   }
@@ -368,15 +370,16 @@ export function createCollectionReader<S extends string, F extends string, Row e
    * generic plan of the statement costs what a custom one does, so PostgreSQL keeps it and does not
    * plan the statement again on each execution, which took three times as long as running it.
    */
-  function seekPageSql (sort: S, scan: Scan, keyNull: boolean, present: F[], reach: number): SQL {
+  function seekPageSql (sort: S, scan: Scan, keyNull: boolean, present: F[], reach: number, materialized = true): SQL {
     const table = sql.raw(spec.table)
+    const as = sql.raw(materialized ? 'AS MATERIALIZED' : 'AS')
     const where = whereSql(present)
     const limit = sql.raw(String(reach))
     const parts = seekParts(sort, scan, keyNull, 'i')
     const only = parts.length === 1 ? parts[0]! : undefined
     if (only !== undefined && only.walk !== true) {
       // One index range: its own order numbers the rows, with no sort of the parts.
-      return sql`WITH page AS MATERIALIZED (SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(only.order)}) AS ord FROM ${table} m
+      return sql`WITH page ${as} (SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(only.order)}) AS ord FROM ${table} m
         WHERE ${only.where} AND ${where} ORDER BY ${sql.raw(only.order)} LIMIT ${limit})`
     }
     let walk: SQL | undefined
@@ -392,7 +395,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
       return sql`(SELECT ${n} AS part, m.id, row_number() OVER (ORDER BY ${sql.raw(part.order)}) AS po FROM ${table} m
         WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT ${limit})`
     })
-    return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}page AS MATERIALIZED (
+    return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}page ${as} (
         SELECT s.id, row_number() OVER (ORDER BY s.part, s.po) AS ord FROM (${sql.join(selects, sql` UNION ALL `)}) s
         ORDER BY s.part, s.po LIMIT ${limit})`
   }
@@ -436,17 +439,23 @@ export function createCollectionReader<S extends string, F extends string, Row e
 
   /**
    * Every STRIDE-th row of up to `anchorChunk` rows in the page's order, from the start (`page` from
-   * `pageIdsSql` at offset 0) or beyond a position (`seekPageSql`), with the table's version. The keys
-   * travel as JSON text: a driver may read a NULL element of a text array as the word NULL.
+   * `pageIdsSql` at offset 0) or beyond a position (`seekPageSql`), with the table's version. `page` is
+   * read once, streamed rather than materialized (a chunk's rows spilled to disk), and only the
+   * anchors' rows are looked up for their keys. The keys travel as JSON text: a driver may read a NULL
+   * element of a text array as the word NULL.
    */
   function anchorChunkSql (sort: S, pageCtes: SQL): SQL {
     const keyText = sql.raw(keyTextSql(spec.sorts[sort], spec.keys[sort]))
     const table = sql.raw(spec.table)
     const every = sql.raw(String(STRIDE))
-    return sql`${pageCtes}
-      SELECT ${versionSql(spec.table)}::float8 AS version, (SELECT count(*) FROM page)::float8 AS n,
-        (SELECT coalesce(json_agg(${keyText} ORDER BY page.ord), '[]') FROM page JOIN ${table} m ON m.id = page.id WHERE page.ord % ${every} = 0)::text AS keys,
-        ARRAY(SELECT page.id::float8 FROM page WHERE page.ord % ${every} = 0 ORDER BY page.ord) AS ids`
+    return sql`${pageCtes},
+      chunk AS MATERIALIZED (SELECT coalesce(max(page.ord), 0) AS n,
+        coalesce(array_agg(page.id ORDER BY page.ord) FILTER (WHERE page.ord % ${every} = 0), '{}') AS ids FROM page)
+      SELECT ${versionSql(spec.table)}::float8 AS version, chunk.n::float8 AS n,
+        (SELECT coalesce(json_agg(${keyText} ORDER BY a.ord), '[]') FROM unnest(chunk.ids) WITH ORDINALITY AS a(id, ord)
+          JOIN ${table} m ON m.id = a.id)::text AS keys,
+        chunk.ids::float8[] AS ids
+      FROM chunk`
   }
 
   /**
@@ -465,11 +474,11 @@ export function createCollectionReader<S extends string, F extends string, Row e
     for (;;) {
       let run: Statement<AnchorChunk>
       if (after === null) {
-        run = anchorStatement(`anchors:${sort}:${order}:${shape}`, () => anchorChunkSql(sort, sql`WITH ${pageIdsSql(sort, order, false, present)}`))
+        run = anchorStatement(`anchors:${sort}:${order}:${shape}`, () => anchorChunkSql(sort, sql`WITH ${pageIdsSql(sort, order, false, present, false)}`))
       } else {
         const keyNull = after.key === null
         const scan = scanOf({ ...after, direction: 'after' }, order)
-        run = anchorStatement(`anchors-after:${sort}:${order}:${keyNull}:${shape}`, () => anchorChunkSql(sort, seekPageSql(sort, scan, keyNull, present, anchorChunk)))
+        run = anchorStatement(`anchors-after:${sort}:${order}:${keyNull}:${shape}`, () => anchorChunkSql(sort, seekPageSql(sort, scan, keyNull, present, anchorChunk, false)))
       }
       const [chunk] = await run(db, { ...params, offset: 0, limit: anchorChunk, k: after?.key, i: after?.id })
       if (chunk === undefined || (version !== undefined && chunk.version !== version)) return undefined
@@ -487,8 +496,8 @@ export function createCollectionReader<S extends string, F extends string, Row e
    * A page by number from the anchors held for its result set, when they are of the version the
    * page's own statement reads; undefined when there are none, or they are out of date (and are then
    * read again in the background). Anchors still being read serve the pages they reach already. With
-   * `wait`, a page they do not reach yet waits (at most ANCHOR_WAIT_MS) until they do, or until the
-   * read ends, and tries once more.
+   * `wait`, a page they do not reach yet waits until they do, or until the read ends, or until no part
+   * has come for ANCHOR_WAIT_MS, and tries once more.
    */
   async function anchored (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>, wait: boolean): Promise<PageResult<Row> | undefined> {
     let cache = anchorCaches.get(db)
@@ -521,16 +530,14 @@ export function createCollectionReader<S extends string, F extends string, Row e
     }
     const reading = cache.refresh(key, async (publish) => readAnchors(db, page.sort, page.order, present, params, publish))
     if (!wait || reading === undefined) return undefined
-    const deadline = performance.now() + ANCHOR_WAIT_MS
     for (;;) {
       const next = cache.progress(key)
-      const left = deadline - performance.now()
-      if (next === undefined || left <= 0) break
+      if (next === undefined) break
       let timer: NodeJS.Timeout | undefined
-      await Promise.race([next, new Promise((resolve) => { timer = setTimeout(resolve, left) })])
+      const moved = await Promise.race([next.then(() => true), new Promise<boolean>((resolve) => { timer = setTimeout(resolve, ANCHOR_WAIT_MS, false) })])
       clearTimeout(timer)
       const now = cache.get(key)
-      if (now !== undefined && anchorFor(now, page.offset) !== undefined) break
+      if (!moved || (now !== undefined && anchorFor(now, page.offset) !== undefined)) break
     }
     return await anchored(db, page, present, params, false)
   }
