@@ -327,7 +327,10 @@ export function createCollectionReader<S extends string, F extends string, Row e
     // Otherwise the rest of the cursor's group by id, then the groups beyond it.
     const mixed = keyDesc !== idDesc
     const walk = mixed && spec.grouped?.includes(sort) === true
-    // PostgreSQL puts NULL keys last in ascending order and first in descending order.
+    // PostgreSQL puts NULL keys last in ascending order and first in descending order. Among NULL keys
+    // the order is by id; said as the (key, id) index's own order where it has one direction, so that
+    // the index, not the primary key filtered for NULLs, reads them.
+    const byNull = mixed ? byId : byKey
     const parts: SeekPart[] = []
     if (!keyNull) {
       if (!mixed) parts.push({ where: sql`(${x}, m.id) ${beyond} (${key}, ${id})`, order: byKey })
@@ -335,9 +338,9 @@ export function createCollectionReader<S extends string, F extends string, Row e
         parts.push({ where: sql`${x} = ${key} AND m.id ${idBeyond} ${id}`, order: byId })
         parts.push({ where: sql`${x} ${beyond} ${key}`, order: byKey, walk })
       }
-      if (!keyDesc) parts.push({ where: sql`${x} IS NULL`, order: byId })
+      if (!keyDesc) parts.push({ where: sql`${x} IS NULL`, order: byNull })
     } else {
-      parts.push({ where: sql`${x} IS NULL AND m.id ${idBeyond} ${id}`, order: byId })
+      parts.push({ where: sql`${x} IS NULL AND m.id ${idBeyond} ${id}`, order: byNull })
       if (keyDesc) parts.push({ where: sql`${x} IS NOT NULL`, order: byKey, walk })
     }
     return parts
@@ -369,35 +372,58 @@ export function createCollectionReader<S extends string, F extends string, Row e
    * order, numbered from 1. `reach` is a constant, not a parameter: with every row count known, the
    * generic plan of the statement costs what a custom one does, so PostgreSQL keeps it and does not
    * plan the statement again on each execution, which took three times as long as running it.
+   * `stacked` (for a long reach read once, as an anchor chunk is) numbers several parts without
+   * sorting their union, and streams `page` rather than materializing it.
    */
-  function seekPageSql (sort: S, scan: Scan, keyNull: boolean, present: F[], reach: number, materialized = true): SQL {
+  function seekPageSql (sort: S, scan: Scan, keyNull: boolean, present: F[], reach: number, stacked = false): SQL {
     const table = sql.raw(spec.table)
-    const as = sql.raw(materialized ? 'AS MATERIALIZED' : 'AS')
     const where = whereSql(present)
     const limit = sql.raw(String(reach))
     const parts = seekParts(sort, scan, keyNull, 'i')
     const only = parts.length === 1 ? parts[0]! : undefined
     if (only !== undefined && only.walk !== true) {
       // One index range: its own order numbers the rows, with no sort of the parts.
-      return sql`WITH page ${as} (SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(only.order)}) AS ord FROM ${table} m
+      return sql`WITH page ${sql.raw(stacked ? 'AS' : 'AS MATERIALIZED')} (SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(only.order)}) AS ord FROM ${table} m
         WHERE ${only.where} AND ${where} ORDER BY ${sql.raw(only.order)} LIMIT ${limit})`
     }
     let walk: SQL | undefined
-    const selects = parts.map((part, n) => {
+    // Each part's rows beyond the position, numbered `po` in the part's own order, at most `partLimit`;
+    // with `tagged`, each row also carries the part's number.
+    const numbered = (part: SeekPart, n: number, partLimit: SQL, tagged: boolean): SQL => {
+      const tag = tagged ? sql`${n} AS part, ` : sql``
       if (part.walk === true) {
         walk = walkSql(sort, scan, part.where, parts[n - 1]!.where, present, limit)
         const byId = `p.id${scan.idDesc ? ' DESC' : ''}`
-        return sql`(SELECT ${n} AS part, p.id, row_number() OVER (ORDER BY w.step, ${sql.raw(byId)}) AS po FROM walk w
+        return sql`SELECT ${tag}p.id, row_number() OVER (ORDER BY w.step, ${sql.raw(byId)}) AS po FROM walk w
           CROSS JOIN LATERAL (SELECT m.id FROM ${table} m WHERE ${sql.raw(spec.sorts[sort])} = w.k AND ${where}
             ORDER BY ${sql.raw(`m.id${scan.idDesc ? ' DESC' : ''}`)} LIMIT ${limit}) p
-          ORDER BY w.step, ${sql.raw(byId)} LIMIT ${limit})`
+          ORDER BY w.step, ${sql.raw(byId)} LIMIT ${partLimit}`
       }
-      return sql`(SELECT ${n} AS part, m.id, row_number() OVER (ORDER BY ${sql.raw(part.order)}) AS po FROM ${table} m
-        WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT ${limit})`
-    })
-    return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}page ${as} (
+      return sql`SELECT ${tag}m.id, row_number() OVER (ORDER BY ${sql.raw(part.order)}) AS po FROM ${table} m
+        WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT ${partLimit}`
+    }
+    if (!stacked) {
+      const selects = parts.map((part, n) => sql`(${numbered(part, n, limit, true)})`)
+      return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}page AS MATERIALIZED (
         SELECT s.id, row_number() OVER (ORDER BY s.part, s.po) AS ord FROM (${sql.join(selects, sql` UNION ALL `)}) s
         ORDER BY s.part, s.po LIMIT ${limit})`
+    }
+    // Stacked (for a long reach, as anchor chunks have): the parts follow one another, so a row's number
+    // is its number in its part plus the rows of the parts before it, with no sort of their union, and a
+    // part reads only the rows the parts before it left to reach. A walk reads at most `reach` rows.
+    const ctes: SQL[] = []
+    const unions: SQL[] = []
+    parts.forEach((part, n) => {
+      const before = n === 0 ? undefined : sql.raw(`(SELECT n FROM c${n - 1})`)
+      const partLimit = before === undefined || part.walk === true ? limit : sql`greatest(${limit} - ${before}, 0)`
+      ctes.push(sql`${sql.raw(`p${n}`)} AS MATERIALIZED (${numbered(part, n, partLimit, false)})`)
+      if (n < parts.length - 1) {
+        ctes.push(sql`${sql.raw(`c${n}`)} AS MATERIALIZED (SELECT ${before ?? sql`0`} + count(*) AS n FROM ${sql.raw(`p${n}`)})`)
+      }
+      unions.push(sql`SELECT id, po + ${before ?? sql`0`} AS ord FROM ${sql.raw(`p${n}`)}`)
+    })
+    return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}${sql.join(ctes, sql`, `)},
+      page AS (SELECT id, ord FROM (${sql.join(unions, sql` UNION ALL `)}) u WHERE ord <= ${limit})`
   }
 
   /** The rows of `page` after the first `skip`, at most `limit` of them. */
@@ -478,7 +504,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
       } else {
         const keyNull = after.key === null
         const scan = scanOf({ ...after, direction: 'after' }, order)
-        run = anchorStatement(`anchors-after:${sort}:${order}:${keyNull}:${shape}`, () => anchorChunkSql(sort, seekPageSql(sort, scan, keyNull, present, anchorChunk, false)))
+        run = anchorStatement(`anchors-after:${sort}:${order}:${keyNull}:${shape}`, () => anchorChunkSql(sort, seekPageSql(sort, scan, keyNull, present, anchorChunk, true)))
       }
       const [chunk] = await run(db, { ...params, offset: 0, limit: anchorChunk, k: after?.key, i: after?.id })
       if (chunk === undefined || (version !== undefined && chunk.version !== version)) return undefined
