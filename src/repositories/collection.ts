@@ -257,15 +257,22 @@ export function createCollectionReader<S extends string, F extends string, Row e
     return spec.filters[name].key?.(values[name]!) ?? ''
   }
 
+  /**
+   * A page located in the order-statistic index. Its `page` reads MAX_LIMIT rows, a constant, and the
+   * rows beyond `limit` are dropped before the join: with a LIMIT parameter, the generic plan was priced
+   * for an unknown row count and never chosen, and PostgreSQL planned the statement on every execution
+   * (1.4 ms at rest, 5.7 ms under load, against about 2 ms to run it).
+   */
   function locatedSql (sort: S, dim: RankedDim, order: SortOrder, present: F[]): SQL {
     const by = orderSql(spec.sorts[sort], order, false)
     return sql`WITH ${locateSql(spec.table, sql`${placeholder('key')}::text`, dim, sql`${placeholder('offset')}::bigint`, order === 'desc')},
       page AS MATERIALIZED (
         SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(by)}) AS ord FROM ${sql.raw(spec.table)} m
         WHERE ${sql.raw(BOUNDS[dim][order])} AND ${whereSql(present)}
-        ORDER BY ${sql.raw(by)} OFFSET (SELECT skip FROM loc) LIMIT ${placeholder('limit')}::bigint)
+        ORDER BY ${sql.raw(by)} OFFSET (SELECT skip FROM loc) LIMIT ${sql.raw(String(MAX_LIMIT))})
       SELECT t.total, r.* FROM (SELECT ${countedTotalSql(spec.table, sql`${placeholder('key')}::text`)}::float8 AS total) t
-      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
+      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id
+        WHERE page.ord <= (SELECT skip FROM loc) + ${placeholder('limit')}::bigint) r ON true
       ORDER BY r.ord`
   }
 

@@ -1,5 +1,6 @@
 import type { Test } from 'tap'
 import type { App } from '../../src/app.js'
+import type { AppConfig } from '../../src/config.js'
 import {
   ADMIN, assertExact, buildWithUrl, isoSql, lit, rawRows, Rng, run, type Combination
 } from './exactness.js'
@@ -215,8 +216,8 @@ export async function checkSearch (t: Test, w: World, label: string, terms: read
   await assertExact(t, w.app, w.rng, `${label}: search ${terms.join(' | ')}`, all, { checkItems: itemChecker(w.app), itemRate: 0.1 })
 }
 
-export async function world (t: Test, seed: number): Promise<World> {
-  const { app } = await buildWithUrl(t)
+export async function world (t: Test, seed: number, config: Partial<AppConfig> = {}): Promise<World> {
+  const { app } = await buildWithUrl(t, config)
   const w: World = { app, rng: new Rng(seed), usedIds: new Set(), unique: 0 }
   // alice (Admin) deletes through the API; provision her first.
   await app.inject({ method: 'GET', url: '/v2/users/me', headers: { 'x-test-user': ADMIN } })

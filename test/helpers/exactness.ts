@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type { Test } from 'tap'
 import { buildApp, type App } from '../../src/app.js'
+import type { AppConfig } from '../../src/config.js'
 import { testConfig } from './build.js'
 import { freshDatabase } from './database.js'
 import { queryRows } from './fixtures.js'
@@ -43,9 +44,9 @@ export function seedFromEnv (): number {
 }
 
 /** A fresh app with the test stub on a fresh database, plus that database's URL (for a COPY client). */
-export async function buildWithUrl (t: Test): Promise<{ app: App, url: string }> {
+export async function buildWithUrl (t: Test, config: Partial<AppConfig> = {}): Promise<{ app: App, url: string }> {
   const database = await freshDatabase()
-  const app = await buildApp(testConfig({ databaseUrl: database.url }), { logger: false, testAuth: true })
+  const app = await buildApp(testConfig({ ...config, databaseUrl: database.url }), { logger: false, testAuth: true })
   t.teardown(async () => {
     await app.close()
     await database.drop()
