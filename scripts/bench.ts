@@ -15,6 +15,7 @@ import { EVERYTHING, pgliteOracle, postgresOracle, type Oracle, type Where } fro
 import { pageQuery } from '../bench/paths.js'
 import { platformaticMessageProblem, platformaticPageProblem, platformaticPath, platformaticPostBody } from '../bench/peer.js'
 import { shuffled } from '../bench/sequence.js'
+import { startWriter, type SteadyWriter } from '../bench/writer.js'
 import { SERVICE_NODE_ARGS } from '../bench/service-args.js'
 import { DEFAULT_TARGETS, renderMarkdown, renderSvg, TARGETS, type BenchReport, type Machine, type Measurement, type RowReport, type SyncReport, type Target } from '../bench/report.js'
 import { freePort } from './free-port.js'
@@ -126,6 +127,8 @@ interface PageExpectation {
   total: number
   /** The exact ids of the page, from a naive query run before the row. */
   ids: number[]
+  /** Pages read while rows are written: the stated total may be anything from `total` up to this. */
+  totalUpTo?: number
   /** Checks the content of the items; returns a problem or undefined. */
   items?: (data: Item[]) => string | undefined
 }
@@ -152,6 +155,8 @@ interface Row {
   sequence?: Sequence
   /** Seconds, when the row runs longer than --duration (the random mix). */
   duration?: number
+  /** A writer started beside the row's load and stopped after it (the cold rows under writes). */
+  writer?: (child: Child) => SteadyWriter
   /** The row as the Platformatic peer is asked it, for the rows it has an equivalent of. */
   platformatic?: PeerRow
 }
@@ -197,7 +202,10 @@ function pageProblem (body: string, expect: PageExpectation): string | undefined
   if (parsed === undefined) return `body is not JSON: ${body.slice(0, 80)}`
   const { data, pagination } = parsed
   if (!Array.isArray(data) || pagination === undefined) return `not a page: ${body.slice(0, 80)}`
-  const want = { page: expect.page, limit: expect.limit, total: expect.total, totalPages: Math.ceil(expect.total / expect.limit) }
+  // Under writes the total grows while the row runs: any total the table had meanwhile is exact.
+  const stated = pagination.total
+  const total = expect.totalUpTo !== undefined && typeof stated === 'number' && stated >= expect.total && stated <= expect.totalUpTo ? stated : expect.total
+  const want = { page: expect.page, limit: expect.limit, total, totalPages: Math.ceil(total / expect.limit) }
   for (const [key, value] of Object.entries(want)) {
     if (pagination[key] !== value) return `pagination.${key} is ${String(pagination[key])}, expected ${value}`
   }
@@ -538,6 +546,49 @@ async function coldRows (oracle: Oracle, total: number, wanted: (key: string) =>
   return rows
 }
 
+const WRITES_PER_SECOND = 20
+// The orders a row written meanwhile sorts after every row already there (a new id is higher, its
+// created time later, and it is written without a subject: NULL keys come last, by id). A page of the
+// rows that were there stays the same page while the writer runs, so it can be checked exactly.
+const WRITTEN_SORTS = [
+  { key: 'writes-id', name: 'sort=id', query: '' },
+  { key: 'writes-created', name: 'sort=createdAt', query: '&sort=createdAt' },
+  { key: 'writes-subject', name: 'sort=subject', query: '&sort=subject' }
+] as const
+
+/**
+ * The cold rows under writes: a random page of the rows already there for each sort, each request
+ * another one, while a writer creates WRITES_PER_SECOND messages through the API. Every write makes the
+ * page cache and the anchors of the version before out of date, as on a messaging API in use.
+ */
+function writtenRows (oracle: Oracle, total: number, wanted: (key: string) => boolean, maxRequests: number, token: string): Row[] {
+  const rows: Row[] = []
+  // Full pages only: a new row could join a last page that is not.
+  const pages = Math.max(1, Math.floor(total / COLD_LIMIT))
+  const bodies = postBodies().map((body) => {
+    const { subject: _subject, ...message } = JSON.parse(body) as Record<string, unknown>
+    return JSON.stringify(message)
+  })
+  for (const sort of WRITTEN_SORTS) {
+    if (!wanted(sort.key)) continue
+    let before = 0
+    rows.push({
+      key: sort.key,
+      name: `random page of ${int(pages)}, ${sort.name}, limit ${COLD_LIMIT}, under ${WRITES_PER_SECOND} writes/s`,
+      targets: ['service'],
+      requests: () => [],
+      prepare: async () => { before = await oracle.count(EVERYTHING) },
+      writer: (child) => startWriter(child.base, token, bodies, 1000 / WRITES_PER_SECOND, WRITES_PER_SECOND * 600),
+      sequence: {
+        paths: shuffled(pages, maxRequests, COLD_SEED).map((page) => `/v2/messages?page=${page}&limit=${COLD_LIMIT}${sort.query}`),
+        expect: async (path) => ({ ...await expectPath(oracle, path), total: before, totalUpTo: await oracle.count(EVERYTHING) })
+      },
+      reference: { key: 'page1-25', target: sort.key === 'writes-subject' ? 0.1 : 0.25 }
+    })
+  }
+  return rows
+}
+
 const MIX_SECONDS = 120
 const MIX_PATHS = 200_000
 const MIX_AUTHORS = 50
@@ -685,6 +736,11 @@ async function buildRows (oracle: Oracle, keys: Set<string> | undefined, tokens:
   }
   rows.push(...await coldRows(oracle, total, wanted, maxRequests))
   if (wanted('mix')) rows.push(await mixRow(oracle))
+  // After every row whose expectations were read before the load: these add rows.
+  if (WRITTEN_SORTS.some((sort) => wanted(sort.key))) {
+    const [writer] = await tokens.post('sync')
+    rows.push(...writtenRows(oracle, total, wanted, maxRequests, writer!))
+  }
   if (wanted('hello')) {
     rows.push({
       key: 'hello',
@@ -880,6 +936,7 @@ async function measure (row: Row, child: Child, settings: RunSettings): Promise<
   const rss = sampleRss(child.process.pid)
   const probe = probeHealth(child.base + child.health)
   const bodyProblems: string[] = []
+  const writer = row.writer?.(child)
   const result = await runCannon({
     url: child.base,
     connections: settings.connections,
@@ -889,8 +946,14 @@ async function measure (row: Row, child: Child, settings: RunSettings): Promise<
     requests: peer !== undefined ? peerRequests(peer, bodyProblems) : row.sequence === undefined ? row.requests(child.name) : sequenceRequests(row.sequence, samples),
     verifyBody: withAcknowledged(peer !== undefined || row.verify === undefined ? () => true : sampled(row.verify, bodyProblems), countsWrites ? acknowledged : undefined)
   })
+  const written = await writer?.stop()
   const health = await probe.stop()
   const peakRssMb = rss.stop()
+  if (written !== undefined) {
+    process.stdout.write(`bench: ${row.name} (${child.name}): ${int(written.created)} writes in ${written.seconds.toFixed(1)} s beside it\n`)
+    problems.push(...written.problems)
+    if (written.created === 0) problems.push('the writer wrote nothing')
+  }
   if (!running(child)) throw new BenchError(`the ${child.name} server exited during "${row.name}" (${child.log}):\n${logTail(child)}`)
   problems.push(...bodyProblems)
   if (health.failed > 0) problems.push(`${health.failed} of ${health.count} ${child.health} probes failed`)
@@ -1132,7 +1195,7 @@ function describeMachine (oracle: Oracle): Machine {
 }
 
 const ROW_KEYS = ['health', 'page1-25', 'middle-25', 'last-25', 'page1-100', 'middle-100', 'last-100', 'revalidate-25', 'gzip-25', 'cursor-25',
-  'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'mix', 'hello', 'post', 'post-idempotent', 'sync', 'sync-poll']
+  'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'mix', ...WRITTEN_SORTS.map((sort) => sort.key), 'hello', 'post', 'post-idempotent', 'sync', 'sync-poll']
 // The embedded database's run (no DATABASE_URL): the rows a first try of `npm start` would exercise.
 const EMBEDDED_ROWS = ['health', 'page1-25', 'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'post']
 

@@ -1,4 +1,7 @@
 import { readFile } from 'node:fs/promises'
+import { createServer } from 'node:http'
+import { once } from 'node:events'
+import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { ratio, renderMarkdown, renderSvg, type BenchReport, type Measurement } from '../bench/report.js'
 import { freshDatabase } from './helpers/database.js'
@@ -6,6 +9,7 @@ import { renderCurveMarkdown, renderCurveSvg } from '../bench/curve.js'
 import { pageQuery } from '../bench/paths.js'
 import { shuffled } from '../bench/sequence.js'
 import { SERVICE_NODE_ARGS } from '../bench/service-args.js'
+import { startWriter } from '../bench/writer.js'
 import { copyTimestamp, createRandom, generateMessage, messageContent, rarePhrases, SEARCH_WORDS, seedDatabase } from '../scripts/seed.js'
 
 const measurement = (rps: number, problems: string[] = []): Measurement =>
@@ -141,6 +145,46 @@ t.test('cold rows: a fixed-seed order without repeats, and rare phrases the gene
   const shares = phrases.map((p) => texts.filter((text) => text.includes(p)).length / texts.length)
   t.ok(shares.filter((s) => s > 0).length > phrases.length / 4, 'a good part of them occur in generated messages')
   t.ok(Math.max(...shares) < 0.01, `each is rare: at most ${(Math.max(...shares) * 100).toFixed(2)} % of messages`)
+})
+
+t.test('the writer beside a row: one create at a time, at most its rate, every answer counted', async (t) => {
+  const seen: Array<{ auth: string | undefined, type: string | undefined, body: string }> = []
+  const server = createServer((req, res) => {
+    let body = ''
+    req.on('data', (chunk: Buffer) => { body += chunk.toString() })
+    req.on('end', () => {
+      seen.push({ auth: req.headers.authorization, type: req.headers['content-type'], body })
+      // The fourth create fails, as a create refused by the service would.
+      if (seen.length === 4) res.writeHead(503).end('{"error":"busy"}')
+      else res.writeHead(201, { location: `/v2/messages/${seen.length}` }).end('{}')
+    })
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.teardown(() => { server.close() })
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+
+  const writer = startWriter(base, 'tok', ['{"content":"a"}', '{"content":"b"}'], 20, 1000)
+  await new Promise((resolve) => setTimeout(resolve, 230))
+  const result = await writer.stop()
+  t.ok(seen.length >= 5 && seen.length <= 13, `${seen.length} creates in about 230 ms at one per 20 ms`)
+  t.equal(result.created + result.failed, seen.length, 'every create sent is counted once')
+  t.equal(result.failed, 1)
+  t.same(result.problems, ['a write answered 503: {"error":"busy"}'])
+  t.same(seen.slice(0, 3).map((s) => s.body), ['{"content":"a"}', '{"content":"b"}', '{"content":"a"}'], 'the bodies in turn')
+  t.ok(seen.every((s) => s.auth === 'Bearer tok' && s.type === 'application/json'))
+  t.ok(result.seconds >= 0.2 && result.seconds < 1, `stopped after ${result.seconds.toFixed(2)} s`)
+
+  const before = seen.length
+  const bounded = startWriter(base, 'tok', ['{}'], 1, 3)
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  t.equal((await bounded.stop()).created, 3, 'no more than maxWrites, however long it runs')
+  t.equal(seen.length - before, 3)
+  const down = startWriter('http://127.0.0.1:9', 'tok', ['{}'], 1, 2)
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const failed = await down.stop()
+  t.equal(failed.created, 0)
+  t.ok(failed.failed >= 1 && failed.problems[0]!.startsWith('a write failed: '), 'a server that does not answer: failures, not a throw')
 })
 
 t.test('the /health probe line, and no memory bound on the embedded database', async (t) => {
