@@ -277,21 +277,45 @@ export function createCollectionReader<S extends string, F extends string, Row e
   }
 
   /** `materialized`: false for a statement that reads `page` once, which PostgreSQL then streams. */
-  function pageIdsSql (sort: S, order: SortOrder, reversed: boolean, present: F[], materialized = true): SQL {
-    const by = orderSql(spec.sorts[sort], order, reversed)
+  function pageIdsSql (sort: S, order: SortOrder, present: F[], materialized = true): SQL {
+    const by = orderSql(spec.sorts[sort], order, false)
     return sql`page AS ${sql.raw(materialized ? 'MATERIALIZED ' : '')}(
         SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(by)}) AS ord FROM ${sql.raw(spec.table)} m
         WHERE ${whereSql(present)} ORDER BY ${sql.raw(by)} OFFSET ${placeholder('offset')}::bigint LIMIT ${placeholder('limit')}::bigint)`
   }
 
-  function offsetSql (sort: S, order: SortOrder, reversed: boolean, present: F[]): SQL {
-    return sql`WITH ${pageIdsSql(sort, order, reversed, present)}
-      SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id ORDER BY page.ord`
+  /**
+   * A page by walking OFFSET rows, and its total, in one statement and one snapshot. The walk starts
+   * from whichever end of the index is nearer, which depends on the total: read in a statement of its
+   * own, a write between the two moved every page read from the end by the rows it wrote. Only one of
+   * the two walks runs (the other's condition is false before it reads a row); rows from the end are
+   * numbered negatively, so that the page still comes out in its order.
+   */
+  function walkedSql (sort: S, order: SortOrder, present: F[]): SQL {
+    const table = sql.raw(spec.table)
+    const where = whereSql(present)
+    const offset = sql`${placeholder('offset')}::bigint`
+    const limit = sql`${placeholder('limit')}::bigint`
+    const fromEnd = sql`(SELECT t.total::bigint FROM t) - ${offset} - ${limit}`
+    const by = orderSql(spec.sorts[sort], order, false)
+    const back = orderSql(spec.sorts[sort], order, true)
+    return sql`WITH t AS MATERIALIZED (${totalSql(present)}),
+      ahead AS MATERIALIZED (
+        SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(by)}) AS ord FROM ${table} m
+        WHERE ${fromEnd} >= ${offset} AND ${where} ORDER BY ${sql.raw(by)} OFFSET ${offset} LIMIT ${limit}),
+      behind AS MATERIALIZED (
+        SELECT m.id, -row_number() OVER (ORDER BY ${sql.raw(back)}) AS ord FROM ${table} m
+        WHERE ${fromEnd} < ${offset} AND ${where} ORDER BY ${sql.raw(back)}
+        OFFSET greatest(${fromEnd}, 0) LIMIT greatest(least(${limit}, (SELECT t.total::bigint FROM t) - ${offset}), 0)),
+      page AS (SELECT id, ord FROM ahead UNION ALL SELECT id, ord FROM behind)
+      SELECT t.total, r.* FROM t
+      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
+      ORDER BY r.ord`
   }
 
   /** A page near the start and its total, in one statement and one snapshot. */
   function nearStartSql (sort: S, order: SortOrder, present: F[]): SQL {
-    return sql`WITH ${pageIdsSql(sort, order, false, present)}
+    return sql`WITH ${pageIdsSql(sort, order, present)}
       SELECT t.total, r.* FROM (${totalSql(present)}) t
       LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
       ORDER BY r.ord`
@@ -507,7 +531,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
     for (;;) {
       let run: Statement<AnchorChunk>
       if (after === null) {
-        run = anchorStatement(`anchors:${sort}:${order}:${shape}`, () => anchorChunkSql(sort, sql`WITH ${pageIdsSql(sort, order, false, present, false)}`))
+        run = anchorStatement(`anchors:${sort}:${order}:${shape}`, () => anchorChunkSql(sort, sql`WITH ${pageIdsSql(sort, order, present, false)}`))
       } else {
         const keyNull = after.key === null
         const scan = scanOf({ ...after, direction: 'after' }, order)
@@ -643,17 +667,12 @@ export function createCollectionReader<S extends string, F extends string, Row e
         // A page past the end has only the total row, with every item column null.
         return { ...strip(rows[0]?.ord == null ? [] : rows), total }
       }
-      const [counted] = await cached(`total:${shape}`, () => totalSql(present))(db, params)
-      const total = counted?.total ?? 0
-      if (page.offset >= total) return { rows: [], keys: [], total }
       // Read from the nearer end: the last pages of a large set cost what the first ones do.
-      const fromEnd = total - page.offset - page.limit
-      const reversed = fromEnd < page.offset
-      const offset = reversed ? Math.max(0, fromEnd) : page.offset
-      const limit = reversed ? Math.min(page.limit, total - page.offset) : page.limit
-      const run = cached(`offset:${page.sort}:${page.order}:${reversed}:${shape}`, () => offsetSql(page.sort, page.order, reversed, present))
-      const { rows, keys } = strip(await run(db, { ...params, offset, limit }))
-      return reversed ? { rows: rows.reverse(), keys: keys.reverse(), total } : { rows, keys, total }
+      const run = cached(`walked:${page.sort}:${page.order}:${shape}`, () => walkedSql(page.sort, page.order, present))
+      const rows = await run(db, { ...params, offset: page.offset, limit: page.limit })
+      const total = rows[0]?.total ?? 0
+      // A page past the end has only the total row, with every item column null.
+      return { ...strip(rows[0]?.ord == null ? [] : rows), total }
     }
   }
 }

@@ -1,0 +1,62 @@
+import t from 'tap'
+import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
+import { MESSAGE_COLLECTION } from '../src/repositories/messages.js'
+import { rawRows, run, seedFromEnv } from './helpers/exactness.js'
+import { insertMessagesBySql, world } from './helpers/exactness-messages.js'
+
+// Deep pages read while another client writes (CONTRACT 7): each page and its total must be those of
+// one snapshot. The rows written here sort after every row already there by subject (no subject:
+// NULL keys come last, and among them a higher id comes later), so a full page of the earlier rows is
+// the same page at every moment of the writes, and its total is one of the counts the table had.
+
+const seed = seedFromEnv()
+t.comment(`exactness seed ${seed} (replay with EXACTNESS_SEED=${seed})`)
+
+const count = async (w: Awaited<ReturnType<typeof world>>): Promise<number> =>
+  Number((await rawRows<{ n: number }>(w.app, 'SELECT count(*)::int AS n FROM messages'))[0]!.n)
+
+t.test('deep pages by subject read during writes are each the page of one snapshot', async (t) => {
+  const w = await world(t, seed)
+  await insertMessagesBySql(w, 3000)
+  const before = await count(w)
+  const expected = (await rawRows<{ id: number }>(w.app, 'SELECT id::int AS id FROM messages ORDER BY subject, id')).map((row) => Number(row.id))
+  const reader = createCollectionReader(MESSAGE_COLLECTION)
+  const vias: DeepPageRead[] = []
+  const listener = (message: unknown): void => { vias.push(message as DeepPageRead) }
+  deepPageReads.subscribe(listener)
+  t.teardown(() => { deepPageReads.unsubscribe(listener) })
+
+  const state = { writing: true, written: 0 }
+  const writer = (async () => {
+    while (state.writing) {
+      await run(w.app, `INSERT INTO messages (id, content, subject, priority, author_id) OVERRIDING SYSTEM VALUE
+        SELECT max(id) + 1, 'written meanwhile', NULL, 'normal', (SELECT min(id) FROM users) FROM messages`)
+      state.written++
+    }
+  })()
+
+  const wrong: string[] = []
+  const totals: number[] = []
+  try {
+    for (let i = 0; i < 80; i++) {
+      const limit = 10 + (i % 21)
+      // Alternately near the end (walked from the end of the index) and nearer the start.
+      const offset = i % 2 === 0 ? before - limit - ((i * 37) % 600) : 1000 + ((i * 53) % 700)
+      const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'asc', cursor: null, filters: '' })
+      const ids = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
+      const want = expected.slice(offset, offset + limit)
+      totals.push(page.total)
+      if (ids.join() !== want.join()) wrong.push(`offset ${offset}, limit ${limit}: ids ${ids.slice(0, 3).join()}… where ${want.slice(0, 3).join()}… (total ${page.total})`)
+    }
+  } finally {
+    state.writing = false
+    await writer
+  }
+  const after = await count(w)
+  t.ok(state.written > 10, `${state.written} rows written during the reads`)
+  t.strictSame(wrong.slice(0, 5), [], 'every page is the same page of the rows that were there')
+  t.strictSame(totals.filter((total) => total < before || total > after), [], `every total is a count the table had: ${before} to ${after}`)
+  t.ok(totals.some((total) => total > before), 'and the totals saw the writes')
+  const walked = vias.filter((read) => read.via === 'offset').length
+  t.ok(walked >= 20, `${walked} of ${vias.length} pages walked OFFSET rows, the rest from anchors`)
+})
