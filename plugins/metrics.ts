@@ -5,6 +5,7 @@ import { sql } from 'drizzle-orm'
 import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { UnauthorizedError } from '../src/errors.js'
+import { heavyReadCounts } from '../src/lib/heavy-reads.js'
 import { deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
 
 export interface MetricsPluginOptions {
@@ -68,6 +69,20 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
     unsubscribe('undici:request:create', onUndiciRequest)
     deepPageReads.unsubscribe(onDeepPage)
   })
+
+  // Reads that walk many rows, bounded per database handle (src/lib/heavy-reads.ts): how many run,
+  // and how many wait for one of them to end.
+  register.registerMetric(new Gauge({
+    name: 'db_heavy_reads',
+    help: 'Reads that walk many rows (OFFSET walks, search matches, anchor chunks), running or waiting for a slot',
+    labelNames: ['state'] as const,
+    registers: [],
+    collect () {
+      const { running, waiting } = heavyReadCounts()
+      this.set({ state: 'running' }, running)
+      this.set({ state: 'waiting' }, waiting)
+    }
+  }))
 
   // Pool gauges, read at scrape time. postgres.js does not expose its pool, so the server's own
   // view of this application's connections is used (all instances sharing the database).

@@ -108,6 +108,8 @@ t.test('GET /metrics: token, route patterns, counters and pool gauges; not in Op
   t.match(scrape.text, /auth_userinfo_requests_total [1-9]/)
   t.match(scrape.text, /db_pool_max_connections \d+/)
   t.match(scrape.text, /db_connections\{state="active"\} \d+/)
+  t.match(scrape.text, /db_heavy_reads\{state="running"\} 0\n/, 'no heavy read running once the requests are answered')
+  t.match(scrape.text, /db_heavy_reads\{state="waiting"\} 0\n/)
   t.notOk(Object.hasOwn((app.swagger() as { paths: Record<string, unknown> }).paths, '/metrics'), 'hidden from the OpenAPI document')
 })
 

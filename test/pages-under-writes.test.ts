@@ -1,4 +1,5 @@
 import t from 'tap'
+import { HEAVY_READS, heavyReadCounts } from '../src/lib/heavy-reads.js'
 import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
 import { MESSAGE_COLLECTION } from '../src/repositories/messages.js'
 import { rawRows, run, seedFromEnv } from './helpers/exactness.js'
@@ -37,18 +38,29 @@ t.test('deep pages by subject read during writes are each the page of one snapsh
 
   const wrong: string[] = []
   const totals: number[] = []
+  // Walks run at most HEAVY_READS at a time (src/lib/heavy-reads.ts); the rest wait for a slot.
+  const most = { running: 0, waiting: 0 }
+  const sampler = setInterval(() => {
+    const { running, waiting } = heavyReadCounts()
+    most.running = Math.max(most.running, running)
+    most.waiting = Math.max(most.waiting, waiting)
+  }, 1)
+  const readAt = async (i: number): Promise<void> => {
+    const limit = 10 + (i % 21)
+    // Alternately near the end (walked from the end of the index) and nearer the start.
+    const offset = i % 2 === 0 ? before - limit - ((i * 37) % 600) : 1000 + ((i * 53) % 700)
+    const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'asc', cursor: null, filters: '' })
+    const ids = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
+    const want = expected.slice(offset, offset + limit)
+    totals.push(page.total)
+    if (ids.join() !== want.join()) wrong.push(`offset ${offset}, limit ${limit}: ids ${ids.slice(0, 3).join()}… where ${want.slice(0, 3).join()}… (total ${page.total})`)
+  }
   try {
-    for (let i = 0; i < 80; i++) {
-      const limit = 10 + (i % 21)
-      // Alternately near the end (walked from the end of the index) and nearer the start.
-      const offset = i % 2 === 0 ? before - limit - ((i * 37) % 600) : 1000 + ((i * 53) % 700)
-      const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'asc', cursor: null, filters: '' })
-      const ids = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
-      const want = expected.slice(offset, offset + limit)
-      totals.push(page.total)
-      if (ids.join() !== want.join()) wrong.push(`offset ${offset}, limit ${limit}: ids ${ids.slice(0, 3).join()}… where ${want.slice(0, 3).join()}… (total ${page.total})`)
-    }
+    // One page at a time, each between writes, then five rounds of eight pages at once.
+    for (let i = 0; i < 40; i++) await readAt(i)
+    for (let round = 0; round < 5; round++) await Promise.all(Array.from({ length: 8 }, async (_, n) => { await readAt(40 + round * 8 + n) }))
   } finally {
+    clearInterval(sampler)
     state.writing = false
     await writer
   }
@@ -59,4 +71,6 @@ t.test('deep pages by subject read during writes are each the page of one snapsh
   t.ok(totals.some((total) => total > before), 'and the totals saw the writes')
   const walked = vias.filter((read) => read.via === 'offset').length
   t.ok(walked >= 20, `${walked} of ${vias.length} pages walked OFFSET rows, the rest from anchors`)
+  t.ok(most.running >= 1 && most.running <= HEAVY_READS, `at most ${HEAVY_READS} walks at once (${most.running} seen)`)
+  t.ok(most.waiting > 0, `the others waited for a slot (${most.waiting} at most)`)
 })

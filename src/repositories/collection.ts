@@ -4,6 +4,7 @@ import { sql, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement, type Statement } from '../db/statement.js'
 import { InvalidCursorError } from '../errors.js'
+import { heavyRead } from '../lib/heavy-reads.js'
 import { ANCHOR_BYTES } from '../lib/memory-budget.js'
 import { beside, MAX_LIMIT, type Cursor, type PageRequest, type PageResult, type Position, type SortOrder } from '../lib/pagination.js'
 import { AnchorCache, anchorFor, STRIDE, type Anchors } from '../lib/rank-anchors.js'
@@ -537,7 +538,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
         const scan = scanOf({ ...after, direction: 'after' }, order)
         run = anchorStatement(`anchors-after:${sort}:${order}:${keyNull}:${shape}`, () => anchorChunkSql(sort, seekPageSql(sort, scan, keyNull, present, anchorChunk, true)))
       }
-      const [chunk] = await run(db, { ...params, offset: 0, limit: anchorChunk, k: after?.key, i: after?.id })
+      const [chunk] = await heavyRead(db, async () => await run(db, { ...params, offset: 0, limit: anchorChunk, k: after?.key, i: after?.id }))
       if (chunk === undefined || (version !== undefined && chunk.version !== version)) return undefined
       version = chunk.version
       total += chunk.n
@@ -669,7 +670,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
       }
       // Read from the nearer end: the last pages of a large set cost what the first ones do.
       const run = cached(`walked:${page.sort}:${page.order}:${shape}`, () => walkedSql(page.sort, page.order, present))
-      const rows = await run(db, { ...params, offset: page.offset, limit: page.limit })
+      const rows = await heavyRead(db, async () => await run(db, { ...params, offset: page.offset, limit: page.limit }))
       const total = rows[0]?.total ?? 0
       // A page past the end has only the total row, with every item column null.
       return { ...strip(rows[0]?.ord == null ? [] : rows), total }

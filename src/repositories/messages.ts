@@ -6,6 +6,7 @@ import { statement } from '../db/statement.js'
 import type { PageRequest, PageResult } from '../lib/pagination.js'
 import { OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
 import type { Conditional, Revalidated } from '../lib/entity-tag.js'
+import { heavyRead } from '../lib/heavy-reads.js'
 import { MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, SEARCH_IDS, messageBytes, pageBytes } from '../lib/memory-budget.js'
 import { VersionedCache } from '../lib/version-cache.js'
 import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type CollectionSpec, type FilterValues } from './collection.js'
@@ -186,7 +187,7 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
       }
       const params: Record<string, unknown> = { pattern: likePattern(term) }
       for (const name of present) params[name] = filters[name]
-      pending = run(target, params).then(([row]) => ({ version: row?.version ?? 0, ids: Float64Array.from(row?.ids ?? []) }))
+      pending = heavyRead(target, async () => await run(target, params)).then(([row]) => ({ version: row?.version ?? 0, ids: Float64Array.from(row?.ids ?? []) }))
       computing.set(flightKey, pending)
       const forget = () => computing.delete(flightKey)
       pending.then(forget, forget)

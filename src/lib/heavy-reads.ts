@@ -1,0 +1,38 @@
+import pLimit, { type LimitFunction } from 'p-limit'
+
+/**
+ * Reads that walk many rows hold a database connection for as long as they run: a page found by
+ * walking OFFSET rows, the matching ids of a search term, a chunk of anchors. Fifty concurrent deep
+ * pages by subject on a table being written took every connection of the pool, and a create waited
+ * behind them for more than 10 s. At most HEAVY_READS of them run at once per database handle (the
+ * primary, each replica); the others wait here rather than in the pool's queue, so that writes and
+ * short reads still find a connection. The database's CPU bounds how fast the walks go either way.
+ */
+export const HEAVY_READS = 4
+
+const limits = new WeakMap<object, LimitFunction>()
+const counts = { running: 0, waiting: 0 }
+
+/** Runs `read` when fewer than HEAVY_READS heavy reads run on `db`. */
+export async function heavyRead<T> (db: object, read: () => Promise<T>): Promise<T> {
+  let limit = limits.get(db)
+  if (limit === undefined) {
+    limit = pLimit(HEAVY_READS)
+    limits.set(db, limit)
+  }
+  counts.waiting++
+  return await limit(async () => {
+    counts.waiting--
+    counts.running++
+    try {
+      return await read()
+    } finally {
+      counts.running--
+    }
+  })
+}
+
+/** Heavy reads running and waiting, over every database handle of the process (for /metrics). */
+export function heavyReadCounts (): { running: number, waiting: number } {
+  return { ...counts }
+}
