@@ -501,12 +501,28 @@ const EMPTY_POLL = /^\{"data":\[\],"next":"[A-Za-z0-9_-]+","hasMore":false\}$/
 
 const COLD_LIMIT = 25
 const COLD_SEED = 18
-// Each sort of the cold rows, and the query string it adds.
-const COLD_SORTS = [
-  { key: 'random-id', name: 'sort=id', query: '' },
-  { key: 'random-created', name: 'sort=createdAt desc', query: '&sort=createdAt&order=desc' },
-  { key: 'random-subject', name: 'sort=subject', query: '&sort=subject' }
-] as const
+/** A sort of the cold rows: its row key, its name, the query string it adds, its ratio to page 1. */
+interface ColdSort { key: string, name: string, query: string, target: number }
+const COLD_SORTS: readonly ColdSort[] = [
+  { key: 'random-id', name: 'sort=id', query: '', target: 0.25 },
+  { key: 'random-created', name: 'sort=createdAt desc', query: '&sort=createdAt&order=desc', target: 0.25 },
+  { key: 'random-subject', name: 'sort=subject', query: '&sort=subject', target: 0.1 }
+]
+
+/** A random page of `pages` in `sort` each request, in the fixed-seed order, checked against the oracle. */
+function randomPageRow (oracle: Oracle, sort: ColdSort, pages: number, maxRequests: number): Row {
+  return {
+    key: sort.key,
+    name: `random page of ${int(pages)}, ${sort.name}, limit ${COLD_LIMIT}`,
+    targets: ['service', 'baseline'],
+    requests: () => [],
+    sequence: {
+      paths: shuffled(pages, maxRequests, COLD_SEED).map((page) => `/v2/messages?page=${page}&limit=${COLD_LIMIT}${sort.query}`),
+      expect: async (path) => await expectPath(oracle, path)
+    },
+    reference: { key: 'page1-25', target: sort.target }
+  }
+}
 
 /**
  * The cold rows: a random page for each sort, and a random rare phrase for search, each request another one
@@ -516,18 +532,7 @@ async function coldRows (oracle: Oracle, total: number, wanted: (key: string) =>
   const rows: Row[] = []
   const pages = Math.max(1, Math.ceil(total / COLD_LIMIT))
   for (const sort of COLD_SORTS) {
-    if (!wanted(sort.key)) continue
-    rows.push({
-      key: sort.key,
-      name: `random page of ${int(pages)}, ${sort.name}, limit ${COLD_LIMIT}`,
-      targets: ['service', 'baseline'],
-      requests: () => [],
-      sequence: {
-        paths: shuffled(pages, maxRequests, COLD_SEED).map((page) => `/v2/messages?page=${page}&limit=${COLD_LIMIT}${sort.query}`),
-        expect: async (path) => await expectPath(oracle, path)
-      },
-      reference: { key: 'page1-25', target: sort.key === 'random-subject' ? 0.1 : 0.25 }
-    })
+    if (wanted(sort.key)) rows.push(randomPageRow(oracle, sort, pages, maxRequests))
   }
   if (wanted('random-search')) {
     const phrases = rarePhrases()
@@ -550,11 +555,11 @@ const WRITES_PER_SECOND = 20
 // The orders a row written meanwhile sorts after every row already there (a new id is higher, its
 // created time later, and it is written without a subject: NULL keys come last, by id). A page of the
 // rows that were there stays the same page while the writer runs, so it can be checked exactly.
-const WRITTEN_SORTS = [
-  { key: 'writes-id', name: 'sort=id', query: '' },
-  { key: 'writes-created', name: 'sort=createdAt', query: '&sort=createdAt' },
-  { key: 'writes-subject', name: 'sort=subject', query: '&sort=subject' }
-] as const
+const WRITTEN_SORTS: readonly ColdSort[] = [
+  { key: 'writes-id', name: 'sort=id', query: '', target: 0.25 },
+  { key: 'writes-created', name: 'sort=createdAt', query: '&sort=createdAt', target: 0.25 },
+  { key: 'writes-subject', name: 'sort=subject', query: '&sort=subject', target: 0.1 }
+]
 
 /**
  * The cold rows under writes: a random page of the rows already there for each sort, each request
@@ -571,19 +576,18 @@ function writtenRows (oracle: Oracle, total: number, wanted: (key: string) => bo
   })
   for (const sort of WRITTEN_SORTS) {
     if (!wanted(sort.key)) continue
+    const row = randomPageRow(oracle, sort, pages, maxRequests)
     let before = 0
     rows.push({
-      key: sort.key,
-      name: `random page of ${int(pages)}, ${sort.name}, limit ${COLD_LIMIT}, under ${WRITES_PER_SECOND} writes/s`,
+      ...row,
+      name: `${row.name}, under ${WRITES_PER_SECOND} writes/s`,
       targets: ['service'],
-      requests: () => [],
       prepare: async () => { before = await oracle.count(EVERYTHING) },
       writer: (child) => startWriter(child.base, token, bodies, 1000 / WRITES_PER_SECOND, WRITES_PER_SECOND * 600),
       sequence: {
-        paths: shuffled(pages, maxRequests, COLD_SEED).map((page) => `/v2/messages?page=${page}&limit=${COLD_LIMIT}${sort.query}`),
+        ...row.sequence!,
         expect: async (path) => ({ ...await expectPath(oracle, path), total: before, totalUpTo: await oracle.count(EVERYTHING) })
-      },
-      reference: { key: 'page1-25', target: sort.key === 'writes-subject' ? 0.1 : 0.25 }
+      }
     })
   }
   return rows
