@@ -7,8 +7,9 @@ import { insertMessagesBySql, world } from './helpers/exactness-messages.js'
 
 // A cold page's statement costs what PostgreSQL spends planning it plus what it spends running it.
 // Planning one of these statements took longer than running it (1.4 ms at rest and 5.7 ms under load
-// for a page located in the order-statistic index, against about 2 ms to run), so every statement a
-// cold page runs must let PostgreSQL keep one generic plan after its first five executions. Whether
+// for a page located in the order-statistic index, against about 2 ms to run), so the statements of
+// deep pages found from anchors, from the counters or by cursor must let PostgreSQL keep one generic
+// plan after their first five executions (an OFFSET walk costs far more than its planning). Whether
 // it does is a property of the SQL (a LIMIT given as a parameter was enough to lose it), and
 // pg_prepared_statements shows it on the connection that ran them: one connection here.
 
@@ -20,7 +21,7 @@ type Plan = { statement: string, generic_plans: number, custom_plans: number }
 
 type MessageSort = 'id' | 'createdAt' | 'subject'
 
-t.test('every statement of a cold page is planned once, then runs on its generic plan', {
+t.test('deep pages from counters, cursors and anchors are planned once, then run on their generic plans', {
   skip: onPostgres ? false : 'PostgreSQL only: PGlite runs each statement unnamed'
 }, async (t) => {
   const w = await world(t, seed, { databasePoolSize: 1 })
