@@ -18,9 +18,10 @@ t.test('at most HEAVY_READS run at once per handle, the rest in turn, each handl
   const replica = {}
   const gates = Array.from({ length: HEAVY_READS + 3 }, gate)
   const started: number[] = []
+  const upTo = (n: number): number[] => Array.from({ length: n }, (_, i) => i)
   const reads = gates.map(async (g, n) => await heavyRead(primary, async () => { started.push(n); return await g.promise }))
   await settle()
-  t.same(started, [0, 1, 2, 3].slice(0, HEAVY_READS), `the first ${HEAVY_READS} run`)
+  t.same(started, upTo(HEAVY_READS), `the first ${HEAVY_READS} run`)
   t.same(heavyReadCounts(), { running: HEAVY_READS, waiting: 3 })
 
   const other = gate()
@@ -31,15 +32,15 @@ t.test('at most HEAVY_READS run at once per handle, the rest in turn, each handl
   gates[1]!.open('one')
   t.equal(await reads[1], 'one')
   await settle()
-  t.same(started, [0, 1, 2, 3, 4], 'an ended read lets the next one start, in the order they came')
+  t.same(started, upTo(HEAVY_READS + 1), 'an ended read lets the next one start, in the order they came')
   gates[2]!.fail(new Error('statement timeout'))
   await t.rejects(reads[2]!, { message: 'statement timeout' }, 'a failed read fails its caller')
   await settle()
-  t.same(started, [0, 1, 2, 3, 4, 5], 'and frees its slot')
+  t.same(started, upTo(HEAVY_READS + 2), 'and frees its slot')
 
   for (const [n, g] of gates.entries()) g.open(`read ${n}`)
   other.open('replica')
-  t.same(await Promise.all(reads.filter((_, n) => n !== 2)), ['read 0', 'one', 'read 3', 'read 4', 'read 5', 'read 6'])
+  t.same(await Promise.all(reads.filter((_, n) => n !== 2)), upTo(HEAVY_READS + 3).filter((n) => n !== 2).map((n) => n === 1 ? 'one' : `read ${n}`))
   t.equal(await onReplica, 'replica')
   t.same(heavyReadCounts(), { running: 0, waiting: 0 })
 })
