@@ -2,7 +2,7 @@ import t from 'tap'
 import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
 import { MESSAGE_COLLECTION } from '../src/repositories/messages.js'
 import type { PageRequest, SortOrder } from '../src/lib/pagination.js'
-import { rawRows, seedFromEnv } from './helpers/exactness.js'
+import { rawRows, run as run_, seedFromEnv } from './helpers/exactness.js'
 import { insertMessagesBySql, world } from './helpers/exactness-messages.js'
 
 // A cold page's statement costs what PostgreSQL spends planning it plus what it spends running it.
@@ -63,11 +63,27 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
   for (let run = 0; run < RUNS; run++) await read({ offset: 1000 + 131 * run, limit: 5 + run, sort: 'id', order: 'asc' })
   t.equal(vias.slice(start).filter((read) => read.via === 'anchor').length, RUNS, 'then every deep page from anchors')
 
+  // A row created before each page by subject (with an id above the others, as the identity sequence
+  // gives): once its anchors are read, the pages follow them.
+  for (let attempt = 0; attempt < 200 && !vias.slice(-1).some((read) => read.via === 'anchor'); attempt++) {
+    await read({ offset: 1200, sort: 'subject', order: 'asc' })
+  }
+  const following = vias.length
+  for (let run = 0; run < RUNS + 4; run++) {
+    await run_(w.app, `INSERT INTO messages (id, content, subject, priority, author_id) OVERRIDING SYSTEM VALUE
+      SELECT max(id) + 1, 'created', NULL, 'normal', (SELECT min(id) FROM users) FROM messages`)
+    await read({ offset: 1000 + 131 * run, limit: 5 + run, sort: 'subject', order: 'asc' })
+  }
+  const followed = vias.slice(following).filter((read) => read.followed === true).length
+  t.ok(followed >= RUNS, `then the deep pages follow the anchors (${followed} of ${vias.length - following}; a page whose anchors were read again after the write needs not)`)
+
   const plans = await rawRows<Plan>(w.app, 'SELECT statement, generic_plans::int AS generic_plans, custom_plans::int AS custom_plans FROM pg_prepared_statements')
   const kinds: Record<string, (text: string) => boolean> = {
     'a page located in the order-statistic index': (text) => text.includes('l3 AS MATERIALIZED') && text.includes('page.ord'),
     'a page by cursor': (text) => text.includes('EXISTS (SELECT 1 FROM messages'),
-    'a page from an anchor': (text) => text.includes('AS version') && text.includes('page.ord >')
+    'a page from an anchor': (text) => text.includes('AS version') && text.includes('page.ord >'),
+    'the rows created before the anchors near a page': (text) => text.includes('pg_visible_in_snapshot') && text.includes('json_array_elements'),
+    'a page following created rows': (text) => text.includes('pg_visible_in_snapshot') && text.includes('page.ord >')
   }
   for (const [kind, matches] of Object.entries(kinds)) {
     const ran = plans.filter((plan) => matches(plan.statement) && plan.generic_plans + plan.custom_plans >= RUNS)

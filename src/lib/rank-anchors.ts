@@ -4,10 +4,13 @@ import { SizedLru } from './sized-lru.js'
 // Every STRIDE-th position of a sorted result set, read at one version of its table: a page at any
 // offset is then a seek from the nearest anchor at or before it, skipping fewer than STRIDE rows, and
 // needs neither OFFSET over the rows before it nor the order-statistic counters. An anchor set is
-// used only when the page's own statement reads the same version (CONTRACT 7), so a write by anyone
-// retires it; it is then read again, at most as often as `AnchorCache` allows. A set is usable while
-// it is being read: the anchors read so far place the pages they reach, and such a page reads the total
-// in its own statement, since the set does not know it yet.
+// used as it is only when the page's own statement reads the same version (CONTRACT 7). After rows
+// are created, a page follows them: each anchor has moved by the created rows sorting before it,
+// which the page's statement counts from the table's change log, and the page is a seek from the
+// latest anchor at or before it. Writes it cannot follow (an older row updated or deleted, too many
+// rows) retire the set; it is read again, at most as often as `AnchorCache` allows. A set is usable
+// while it is being read: the anchors read so far place the pages they reach, and such a page reads
+// the total in its own statement, since the set does not know it yet.
 
 export const STRIDE = 256
 
@@ -18,7 +21,60 @@ export interface Anchors {
   /** The sort key (as a cursor carries it) and id of the rows at positions STRIDE - 1, 2 * STRIDE - 1, ... */
   keys: Array<string | null>
   ids: Float64Array
+  /** Where the set was read, so that it can follow the rows created since (absent: it cannot). */
+  origin?: AnchorOrigin
+  /** Set once a page has read a newer version: the next pages follow the writes rather than try the set as it is. */
+  behind?: boolean
 }
+
+/**
+ * The snapshot a set was read in (pg_current_snapshot() as text), the highest id of the table then,
+ * and the epoch of its change log (a TRUNCATE starts a new one and empties the log).
+ */
+export interface AnchorOrigin { snapshot: string, top: number, epoch: number }
+
+// A set follows at most FOLLOW_MAX rows written since it was read: enough for a few minutes of a
+// steady writer between two reads of the set, and few enough that reading them costs a page little.
+export const FOLLOW_MAX = 1024
+
+// A followed page starts from an anchor fewer than FOLLOW_REACH rows before it: created rows between
+// two anchors push the page further from the anchor before it than a stride.
+export const FOLLOW_REACH = 2 * STRIDE
+
+/**
+ * The anchors that may start the page at `offset` once rows have been created since the set was read:
+ * each anchor moves later by the created rows that sort before it, at most FOLLOW_MAX, so the page
+ * starts after one of the FOLLOW_MAX / STRIDE anchors before the one it would start after without them,
+ * or after that one. Returns the index of the first and the anchors, in order.
+ */
+export function followCandidates (anchors: Anchors, offset: number): { first: number, near: Array<[string | null, number]> } | undefined {
+  const last = Math.min(Math.floor(offset / STRIDE) - 1, anchors.ids.length - 1)
+  if (last < 0) return undefined
+  const first = Math.max(0, last - FOLLOW_MAX / STRIDE)
+  const near: Array<[string | null, number]> = []
+  for (let index = first; index <= last; index++) near.push([anchors.keys[index] ?? null, anchors.ids[index]!])
+  return { first, near }
+}
+
+/**
+ * The latest of the candidate anchors (from index `first`) at or before `offset` once each has moved
+ * by the created rows before it (`before`, in the order of the candidates): its index, position, the
+ * rows after it to skip, and the count it assumed. Undefined when none is, or when the page starts
+ * FOLLOW_REACH rows or more after it.
+ */
+export function followedAnchor (anchors: Anchors, offset: number, first: number, before: ArrayLike<number>): FollowedAnchor | undefined {
+  for (let n = before.length - 1; n >= 0; n--) {
+    const index = first + n
+    const at = (index + 1) * STRIDE + before[n]!
+    if (at > offset) continue
+    const skip = offset - at
+    if (skip >= FOLLOW_REACH) return undefined
+    return { index, position: { key: anchors.keys[index] ?? null, id: anchors.ids[index]! }, skip, before: before[n]! }
+  }
+  return undefined
+}
+
+export interface FollowedAnchor { index: number, position: Position, skip: number, before: number }
 
 /** The position after which the page at `offset` starts, and how many rows after it to skip. */
 export function anchorFor (anchors: Anchors, offset: number): { position: Position, skip: number } | undefined {
@@ -27,9 +83,9 @@ export function anchorFor (anchors: Anchors, offset: number): { position: Positi
   return { position: { key: anchors.keys[index] ?? null, id: anchors.ids[index]! }, skip: offset - (index + 1) * STRIDE }
 }
 
-/** Heap bytes of an anchor set: 8 per id, and each key string with its slot in the array. */
+/** Heap bytes of an anchor set: 8 per id, each key string with its slot in the array, and its origin. */
 export function anchorBytes (anchors: Anchors): number {
-  let size = 200 + anchors.ids.length * 8
+  let size = 200 + anchors.ids.length * 8 + (anchors.origin === undefined ? 0 : 64 + anchors.origin.snapshot.length)
   for (const key of anchors.keys) size += key === null ? 8 : 24 + key.length
   return size
 }
@@ -62,7 +118,7 @@ export class AnchorCache {
     return this.#entries.get(key)
   }
 
-  /** Forgets `key`'s set when a page read a newer version than it holds. */
+  /** Forgets `key`'s set when a page read a newer version than it holds (any version: Infinity). */
   retire (key: string, version: number): void {
     const entry = this.#entries.peek(key)
     if (entry !== undefined && entry.version < version) this.#entries.delete(key)
@@ -83,6 +139,8 @@ export class AnchorCache {
     if (last !== undefined && now - last.ended < 9 * last.took) return undefined
     const publish = (part: Anchors): void => {
       if (!this.#building.has(key)) return
+      // A whole set, even one following writes, serves more pages than a part of a newer one.
+      if (this.#entries.peek(key)?.total != null) return
       this.#entries.set(key, part, anchorBytes(part))
       this.#signal(key)
     }

@@ -59,7 +59,17 @@ export const MESSAGE_COLLECTION: CollectionSpec<MessageSort, ReaderFilter> = {
     authorId: { condition: sql`m.author_id = ${placeholder('authorId')}::bigint`, key: plainKey('author_id'), matchesNothing: isBigintId },
     subject: { condition: sql`m.subject = ${placeholder('subject')}::text`, key: hashKey('subject') }
   },
-  ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'priority' }
+  ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'priority' },
+  // The delta-sync log (drizzle/0010). An entry is written in the writing transaction, so an entry a
+  // snapshot does not see is one whose write it does not see; entries below the snapshot's xmin are
+  // of transactions it sees ended. Retention prunes only below sync_state's horizon. Newest first, as
+  // its primary key reads them: unordered, the planner (with no statistics of xid8) scanned the table.
+  changes: {
+    since: (snap) => sql`SELECT c.id FROM message_changes c WHERE c.xid >= pg_snapshot_xmin(${snap}) AND NOT pg_visible_in_snapshot(c.xid, ${snap})
+      ORDER BY c.xid DESC`,
+    epoch: sql`(SELECT s.epoch FROM sync_state s)`,
+    intact: (snap) => sql`(SELECT s.horizon <= pg_snapshot_xmin(${snap}) FROM sync_state s)`
+  }
 }
 
 const reader = createCollectionReader<MessageSort, ReaderFilter, MessageRow>(MESSAGE_COLLECTION)
