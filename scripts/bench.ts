@@ -669,6 +669,13 @@ async function buildRows (oracle: Oracle, keys: Set<string> | undefined, tokens:
       requests: () => [{ method: 'GET', path }],
       verify: (b) => pageProblem(b, expect),
       page: { path, expect },
+      // Rows that write (POST, the writers beside the cold rows) grow the table between rows, and a
+      // row measured again as another's reference runs after them: it expects the table as it is now.
+      prepare: async () => {
+        const now = await expectPath(oracle, path)
+        expect.total = now.total
+        expect.ids = now.ids
+      },
       platformatic: { requests: () => [{ method: 'GET', path: peerPath }], verify: peerVerify, page: peerPath }
     }
   }

@@ -25,6 +25,12 @@ export interface Anchors {
   origin?: AnchorOrigin
   /** Set once a page has read a newer version: the next pages follow the writes rather than try the set as it is. */
   behind?: boolean
+  /**
+   * The count of created rows before each anchor that the last page to read it found (NaN: none has).
+   * Counts only grow, and a page's statement checks the one it assumed, so the next page near it
+   * assumes the same count and needs no statement to find it.
+   */
+  moved?: Float64Array
 }
 
 /**
@@ -40,6 +46,12 @@ export const FOLLOW_MAX = 1024
 // A followed page starts from an anchor fewer than FOLLOW_REACH rows before it: created rows between
 // two anchors push the page further from the anchor before it than a stride.
 export const FOLLOW_REACH = 2 * STRIDE
+
+/** Records the counts of created rows before the anchors from index `first` (see `Anchors.moved`). */
+export function recordMoves (anchors: Anchors, first: number, before: ArrayLike<number>): void {
+  if (anchors.moved === undefined) anchors.moved = new Float64Array(anchors.ids.length).fill(Number.NaN)
+  for (let n = 0; n < before.length && first + n < anchors.moved.length; n++) anchors.moved[first + n] = before[n]!
+}
 
 /**
  * The anchors that may start the page at `offset` once rows have been created since the set was read:
@@ -58,15 +70,15 @@ export function followCandidates (anchors: Anchors, offset: number): { first: nu
 
 /**
  * The latest of the candidate anchors (from index `first`) at or before `offset` once each has moved
- * by the created rows before it (`before`, in the order of the candidates): its index, position, the
- * rows after it to skip, and the count it assumed. Undefined when none is, or when the page starts
- * FOLLOW_REACH rows or more after it.
+ * by the created rows before it (`before`, in the order of the candidates; NaN: not known): its index,
+ * position, the rows after it to skip, and the count it assumed. Undefined when none is, or when the
+ * page starts FOLLOW_REACH rows or more after it.
  */
 export function followedAnchor (anchors: Anchors, offset: number, first: number, before: ArrayLike<number>): FollowedAnchor | undefined {
   for (let n = before.length - 1; n >= 0; n--) {
     const index = first + n
     const at = (index + 1) * STRIDE + before[n]!
-    if (at > offset) continue
+    if (Number.isNaN(at) || at > offset) continue
     const skip = offset - at
     if (skip >= FOLLOW_REACH) return undefined
     return { index, position: { key: anchors.keys[index] ?? null, id: anchors.ids[index]! }, skip, before: before[n]! }
@@ -83,9 +95,10 @@ export function anchorFor (anchors: Anchors, offset: number): { position: Positi
   return { position: { key: anchors.keys[index] ?? null, id: anchors.ids[index]! }, skip: offset - (index + 1) * STRIDE }
 }
 
-/** Heap bytes of an anchor set: 8 per id, each key string with its slot in the array, and its origin. */
+/** Heap bytes of an anchor set: 8 per id and 8 per count of `moved`, each key string with its slot in the array, and its origin. */
 export function anchorBytes (anchors: Anchors): number {
-  let size = 200 + anchors.ids.length * 8 + (anchors.origin === undefined ? 0 : 64 + anchors.origin.snapshot.length)
+  // `moved` is allocated once the set is followed: counted from the start, so that the cache's bound holds.
+  let size = 200 + anchors.ids.length * 16 + (anchors.origin === undefined ? 0 : 64 + anchors.origin.snapshot.length)
   for (const key of anchors.keys) size += key === null ? 8 : 24 + key.length
   return size
 }

@@ -7,7 +7,7 @@ import { InvalidCursorError } from '../errors.js'
 import { heavyRead } from '../lib/heavy-reads.js'
 import { ANCHOR_BYTES } from '../lib/memory-budget.js'
 import { beside, MAX_LIMIT, type Cursor, type PageRequest, type PageResult, type Position, type SortOrder } from '../lib/pagination.js'
-import { AnchorCache, anchorFor, FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, STRIDE, type AnchorOrigin, type Anchors } from '../lib/rank-anchors.js'
+import { AnchorCache, anchorFor, FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, recordMoves, STRIDE, type AnchorOrigin, type Anchors, type FollowedAnchor } from '../lib/rank-anchors.js'
 
 // One implementation of reading a page of any collection (CONTRACT 7: exact at any depth, whoever
 // writes). Totals come from the trigger-maintained counters of drizzle/0006 when the filters are one
@@ -731,9 +731,10 @@ export function createCollectionReader<S extends string, F extends string, Row e
   }
 
   /**
-   * A page from a whole anchor set that rows have been created since. The candidate anchors, moved by
-   * the created rows before each (`followSql`), tell which one the page starts after; the page is then
-   * read from it (`followedSql`) with the count of created rows before it in the page's own snapshot.
+   * A page from an anchor set that rows have been created since. The candidate anchors, moved by the
+   * created rows before each (as earlier pages found, else as `followSql` reads), tell which one the
+   * page starts after; the page is then read from it (`followedSql`) with the count of created rows
+   * before it in the page's own snapshot.
    * When a write in between changed that count, the page is read again with the skip the new count
    * gives, a few times at most. A set still being read (which does not know its total) has the page's
    * statement read the total. 'retire' when the writes cannot be followed; undefined when this page
@@ -747,10 +748,23 @@ export function createCollectionReader<S extends string, F extends string, Row e
     const candidates = followCandidates(held, page.offset)
     if (candidates === undefined) return undefined
     const since = { snap: origin.snapshot, top: origin.top, epoch: origin.epoch }
-    const moves = cached(`follow:${page.sort}:${page.order}:${present.join(',')}`, () => followSql(page.sort, page.order, present, log))
-    const [moved] = await moves(db, { ...params, ...since, near: JSON.stringify(candidates.near) }) as unknown as FollowRow[]
-    if (moved === undefined || !moved.followed) return 'retire'
-    let at = followedAnchor(held, page.offset, candidates.first, moved.before)
+    const measure = async (): Promise<FollowedAnchor | 'retire' | undefined> => {
+      const moves = cached(`follow:${page.sort}:${page.order}:${present.join(',')}`, () => followSql(page.sort, page.order, present, log))
+      const [moved] = await moves(db, { ...params, ...since, near: JSON.stringify(candidates.near) }) as unknown as FollowRow[]
+      if (moved === undefined || !moved.followed) return 'retire'
+      recordMoves(held, candidates.first, moved.before)
+      return followedAnchor(held, page.offset, candidates.first, moved.before)
+    }
+    // The counts earlier pages found near this one, if any; else they are read.
+    const known = held.moved?.subarray(candidates.first, candidates.first + candidates.near.length)
+    let guessed = known !== undefined
+    let at = known === undefined ? undefined : followedAnchor(held, page.offset, candidates.first, known)
+    if (at === undefined) {
+      guessed = false
+      const measured = await measure()
+      if (measured === 'retire') return 'retire'
+      at = measured
+    }
     for (let attempt = 0; at !== undefined && attempt < 3; attempt++) {
       const keyNull = at.position.key === null
       const scan = scanOf({ ...at.position, direction: 'after' }, page.order)
@@ -758,6 +772,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
       const found = await run(db, { ...params, ...since, k: at.position.key, i: at.position.id, skip: at.skip, limit: page.limit }) as Array<Row & PageRow & FollowedRow>
       const head = found[0]
       if (head === undefined || !head.followed) return 'retire'
+      recordMoves(held, at.index, [head.before])
       if (head.before === at.before) {
         readVia(spec.table, 'anchor', partial, true)
         // Read before strip(), which removes it from the rows.
@@ -765,6 +780,13 @@ export function createCollectionReader<S extends string, F extends string, Row e
         return { ...strip(head.ord == null ? [] : found), total }
       }
       at = followedAnchor(held, page.offset, at.index, [head.before])
+      if (at === undefined && guessed) {
+        // The anchor guessed from earlier counts has moved past the page: read the counts near it.
+        guessed = false
+        const measured = await measure()
+        if (measured === 'retire') return 'retire'
+        at = measured
+      }
     }
     return undefined
   }
