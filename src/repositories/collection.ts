@@ -273,6 +273,17 @@ export function createCollectionReader<S extends string, F extends string, Row e
 
   const keyColumn = (sort: S) => sql.raw(`${keyTextSql(spec.sorts[sort], spec.keys[sort])} AS cursor_key`)
 
+  /** The exact number of rows under the page's counter key, as a column. */
+  const countedTotal = sql`${countedTotalSql(spec.table, sql`${placeholder('key')}::text`)}::float8 AS total`
+
+  /**
+   * The end of every page statement: the rows of `page` that `keep` keeps, joined to what an item shows,
+   * in page order, beside the one row of values `t` read with them (a page past the end is that row alone).
+   */
+  const itemsSql = (sort: S, keep: SQL): SQL => sql`LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord
+        FROM page JOIN ${spec.from} ON m.id = page.id WHERE ${keep}) r ON true
+      ORDER BY r.ord`
+
   function whereSql (present: F[]): SQL {
     const conditions = present.map((name) => spec.filters[name].condition)
     return conditions.length === 0 ? sql`true` : sql.join(conditions, sql` AND `)
@@ -285,7 +296,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
 
   function totalSql (present: F[]): SQL {
     if (counted(present)) {
-      return sql`SELECT ${countedTotalSql(spec.table, sql`${placeholder('key')}::text`)}::float8 AS total`
+      return sql`SELECT ${countedTotal}`
     }
     return sql`SELECT count(*)::float8 AS total FROM ${sql.raw(spec.table)} m WHERE ${whereSql(present)}`
   }
@@ -309,10 +320,8 @@ export function createCollectionReader<S extends string, F extends string, Row e
         SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(by)}) AS ord FROM ${sql.raw(spec.table)} m
         WHERE ${sql.raw(BOUNDS[dim][order])} AND ${whereSql(present)}
         ORDER BY ${sql.raw(by)} OFFSET (SELECT skip FROM loc) LIMIT ${sql.raw(String(MAX_LIMIT))})
-      SELECT t.total, r.* FROM (SELECT ${countedTotalSql(spec.table, sql`${placeholder('key')}::text`)}::float8 AS total) t
-      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id
-        WHERE page.ord <= (SELECT skip FROM loc) + ${placeholder('limit')}::bigint) r ON true
-      ORDER BY r.ord`
+      SELECT t.total, r.* FROM (SELECT ${countedTotal}) t
+      ${itemsSql(sort, sql`page.ord <= (SELECT skip FROM loc) + ${placeholder('limit')}::bigint`)}`
   }
 
   /** `materialized`: false for a statement that reads `page` once, which PostgreSQL then streams. */
@@ -348,16 +357,14 @@ export function createCollectionReader<S extends string, F extends string, Row e
         OFFSET greatest(${fromEnd}, 0) LIMIT greatest(least(${limit}, (SELECT t.total::bigint FROM t) - ${offset}), 0)),
       page AS (SELECT id, ord FROM ahead UNION ALL SELECT id, ord FROM behind)
       SELECT t.total, r.* FROM t
-      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
-      ORDER BY r.ord`
+      ${itemsSql(sort, sql`true`)}`
   }
 
   /** A page near the start and its total, in one statement and one snapshot. */
   function nearStartSql (sort: S, order: SortOrder, present: F[]): SQL {
     return sql`WITH ${pageIdsSql(sort, order, present)}
       SELECT t.total, r.* FROM (${totalSql(present)}) t
-      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyColumn(sort)}, page.ord FROM page JOIN ${spec.from} ON m.id = page.id) r ON true
-      ORDER BY r.ord`
+      ${itemsSql(sort, sql`true`)}`
   }
 
   /** The dimension that locates this page, when the sort has one and the filters allow it. */
@@ -511,12 +518,9 @@ export function createCollectionReader<S extends string, F extends string, Row e
     // Ordered like the index, so that even a generic plan probes it rather than scanning the table.
     const other = seekParts(sort, back, keyNull, 'ci').map((part) =>
       sql`EXISTS (SELECT 1 FROM ${table} m WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT 1)`)
-    const keyText = sql.raw(keyTextSql(spec.sorts[sort], spec.keys[sort]))
     return sql`${seekPageSql(sort, scan, keyNull, present, MAX_LIMIT + 1)}
       SELECT t.total, x.other, r.* FROM (${total}) t CROSS JOIN (SELECT ${sql.join(other, sql` OR `)} AS other) x
-      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyText} AS cursor_key, page.ord FROM page JOIN ${spec.from} ON m.id = page.id
-        WHERE ${pageSlice}) r ON true
-      ORDER BY r.ord`
+      ${itemsSql(sort, pageSlice)}`
   }
 
   /**
@@ -525,13 +529,10 @@ export function createCollectionReader<S extends string, F extends string, Row e
    * same snapshot.
    */
   function anchoredSql (sort: S, scan: Scan, keyNull: boolean, present: F[], withTotal: boolean, stride: number): SQL {
-    const keyText = sql.raw(keyTextSql(spec.sorts[sort], spec.keys[sort]))
-    const total = withTotal ? sql`, ${countedTotalSql(spec.table, sql`${placeholder('key')}::text`)}::float8 AS total` : sql``
+    const total = withTotal ? sql`, ${countedTotal}` : sql``
     return sql`${seekPageSql(sort, scan, keyNull, present, stride - 1 + MAX_LIMIT)}
       SELECT t.*, r.* FROM (SELECT ${versionSql(spec.table)}::float8 AS version${total}) t
-      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyText} AS cursor_key, page.ord FROM page JOIN ${spec.from} ON m.id = page.id
-        WHERE ${pageSlice}) r ON true
-      ORDER BY r.ord`
+      ${itemsSql(sort, pageSlice)}`
   }
 
   /**
@@ -582,14 +583,11 @@ export function createCollectionReader<S extends string, F extends string, Row e
    */
   function followedSql (sort: S, scan: Scan, keyNull: boolean, order: SortOrder, present: F[], log: ChangeLog, withTotal: boolean): SQL {
     const near = sql`SELECT 1::bigint AS ord, ${nearKey(sort, sql`${placeholder('k')}::text`)} AS k, ${placeholder('i')}::bigint AS id`
-    const keyText = sql.raw(keyTextSql(spec.sorts[sort], spec.keys[sort]))
-    const total = withTotal ? sql`, ${countedTotalSql(spec.table, sql`${placeholder('key')}::text`)}::float8 AS total` : sql``
+    const total = withTotal ? sql`, ${countedTotal}` : sql``
     return sql`${seekPageSql(sort, scan, keyNull, present, FOLLOW_REACH - 1 + MAX_LIMIT)}, ${followCtes(sort, order, present, log, near)}
       SELECT t.*, r.* FROM (SELECT (SELECT followed FROM st) AS followed, (SELECT count(*) FROM added)::float8 AS added,
         (SELECT r.before FROM ranked r WHERE r.ord IS NOT NULL)::float8 AS before${total}) t
-      LEFT JOIN LATERAL (SELECT ${spec.columns}, ${keyText} AS cursor_key, page.ord FROM page JOIN ${spec.from} ON m.id = page.id
-        WHERE ${pageSlice} AND (SELECT followed FROM st)) r ON true
-      ORDER BY r.ord`
+      ${itemsSql(sort, sql`${pageSlice} AND (SELECT followed FROM st)`)}`
   }
 
   /**
