@@ -6,6 +6,7 @@ import { rawStatement, statement, type RawRow } from '../db/statement.js'
 import { InvalidSyncTokenError, SyncTokenExpiredError } from '../errors.js'
 import { sharedRead } from '../lib/shared-read.js'
 import { decodeSyncToken, encodeSyncToken, type ChangesPosition, type SyncPosition } from '../lib/sync-token.js'
+import { LOG_EPOCH, LOG_HORIZON } from './change-log.js'
 import { MESSAGE_SOURCE, messageJsonSql } from './message-row.js'
 
 // Delta sync (CONTRACT 12) over the change log of drizzle/0010.
@@ -31,8 +32,7 @@ interface PageState {
 // The state every answer is checked against and positioned by: the snapshot's xmin, the epoch and
 // the pruned horizon. Scalar subqueries, so the planner knows it is one row: as a scan of sync_state,
 // never analyzed, it expected 1,810 and priced pages so high that JIT compiled each (250 ms a page).
-const STATE = sql`SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, (SELECT st.epoch FROM sync_state st) AS epoch,
-  (SELECT st.horizon FROM sync_state st) AS horizon`
+const STATE = sql`SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, ${LOG_EPOCH} AS epoch, ${LOG_HORIZON} AS horizon`
 const STATE_JSON = sql`'xmin', s.xmin::text, 'epoch', s.epoch::text, 'horizon', s.horizon::text`
 
 // Pages are rendered by the database, one row per entry, each message the same JSON as

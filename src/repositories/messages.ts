@@ -9,6 +9,7 @@ import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import { heavyRead } from '../lib/heavy-reads.js'
 import { MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, SEARCH_IDS, messageBytes, pageBytes } from '../lib/memory-budget.js'
 import { VersionedCache } from '../lib/version-cache.js'
+import { MESSAGE_CHANGE_LOG } from './change-log.js'
 import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type CollectionSpec, type FilterValues } from './collection.js'
 import { createMessageWriter, type IdempotentWrite, type KeyedOutcome } from './message-writer.js'
 import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './message-row.js'
@@ -60,16 +61,7 @@ export const MESSAGE_COLLECTION: CollectionSpec<MessageSort, ReaderFilter> = {
     subject: { condition: sql`m.subject = ${placeholder('subject')}::text`, key: hashKey('subject') }
   },
   ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'priority' },
-  // The delta-sync log (drizzle/0010). An entry is written in the writing transaction, so an entry a
-  // snapshot does not see is one whose write it does not see; entries below the snapshot's xmin are
-  // of transactions it sees ended. Retention prunes only below sync_state's horizon. Newest first, as
-  // its primary key reads them: unordered, the planner (with no statistics of xid8) scanned the table.
-  changes: {
-    since: (snap) => sql`SELECT c.id FROM message_changes c WHERE c.xid >= pg_snapshot_xmin(${snap}) AND NOT pg_visible_in_snapshot(c.xid, ${snap})
-      ORDER BY c.xid DESC`,
-    epoch: sql`(SELECT s.epoch FROM sync_state s)`,
-    intact: (snap) => sql`(SELECT s.horizon <= pg_snapshot_xmin(${snap}) FROM sync_state s)`
-  }
+  changes: MESSAGE_CHANGE_LOG
 }
 
 const reader = createCollectionReader<MessageSort, ReaderFilter, MessageRow>(MESSAGE_COLLECTION)
