@@ -2,6 +2,7 @@ import t from 'tap'
 import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
 import { MESSAGE_COLLECTION } from '../src/repositories/messages.js'
 import type { PageRequest, SortOrder } from '../src/lib/pagination.js'
+import { STRIDE } from '../src/lib/rank-anchors.js'
 import { rawRows, run as run_, seedFromEnv } from './helpers/exactness.js'
 import { insertMessagesBySql, world } from './helpers/exactness-messages.js'
 
@@ -60,7 +61,9 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
     await read({ offset: 1200, sort: 'id', order: 'asc' })
   }
   const start = vias.length
-  for (let run = 0; run < RUNS; run++) await read({ offset: 1000 + 131 * run, limit: 5 + run, sort: 'id', order: 'asc' })
+  // Each page 10 rows after an anchor and of at most 12 rows: all of them read with the same statement
+  // (a page's statement comes in sizes, src/lib/reach.ts; these need the smallest).
+  for (let run = 0; run < RUNS; run++) await read({ offset: 4 * STRIDE + 3 * STRIDE * run + 10, limit: 5 + run, sort: 'id', order: 'asc' })
   t.equal(vias.slice(start).filter((read) => read.via === 'anchor').length, RUNS, 'then every deep page from anchors')
 
   // A row created before each page by subject (with an id above the others, as the identity sequence
@@ -72,8 +75,9 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
   for (let run = 0; run < RUNS + 4; run++) {
     await run_(w.app, `INSERT INTO messages (id, content, subject, priority, author_id) OVERRIDING SYSTEM VALUE
       SELECT max(id) + 1, 'created', NULL, 'normal', (SELECT min(id) FROM users) FROM messages`)
-    // Pages far apart, so that none finds the counts of created rows an earlier one read near it.
-    await read({ offset: 1000 + 1500 * run, limit: 5 + run, sort: 'subject', order: 'asc' })
+    // Pages far apart, so that none finds the counts of created rows an earlier one read near it. The
+    // created rows have no subject, so they sort after every anchor: each page is 10 rows after one.
+    await read({ offset: 4 * STRIDE + 6 * STRIDE * run + 10, limit: 5 + run, sort: 'subject', order: 'asc' })
   }
   const followed = vias.slice(following).filter((read) => read.followed === true).length
   t.ok(followed >= RUNS, `then the deep pages follow the anchors (${followed} of ${vias.length - following}; a page whose anchors were read again after the write needs not)`)

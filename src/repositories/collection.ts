@@ -7,6 +7,7 @@ import { InvalidCursorError } from '../errors.js'
 import { heavyRead } from '../lib/heavy-reads.js'
 import { ANCHOR_BYTES } from '../lib/memory-budget.js'
 import { beside, MAX_LIMIT, type Cursor, type PageRequest, type PageResult, type Position, type SortOrder } from '../lib/pagination.js'
+import { reachFor } from '../lib/reach.js'
 import { AnchorCache, anchorFor, FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, recordMoves, STRIDE, type AnchorOrigin, type Anchors, type FollowedAnchor } from '../lib/rank-anchors.js'
 
 // One implementation of reading a page of any collection (CONTRACT 7: exact at any depth, whoever
@@ -308,18 +309,19 @@ export function createCollectionReader<S extends string, F extends string, Row e
   }
 
   /**
-   * A page located in the order-statistic index. Its `page` reads MAX_LIMIT rows, a constant, and the
-   * rows beyond `limit` are dropped before the join: with a LIMIT parameter, the generic plan was priced
-   * for an unknown row count and never chosen, and PostgreSQL planned the statement on every execution
-   * (1.4 ms at rest, 5.7 ms under load, against about 2 ms to run it).
+   * A page located in the order-statistic index. Its `page` reads `reach` rows, a constant at least the
+   * page's limit (src/lib/reach.ts), and the rows beyond `limit` are dropped before the join: with a
+   * LIMIT parameter, the generic plan was priced for an unknown row count and never chosen, and
+   * PostgreSQL planned the statement on every execution (1.4 ms at rest, 5.7 ms under load, against
+   * about 2 ms to run it).
    */
-  function locatedSql (sort: S, dim: RankedDim, order: SortOrder, present: F[]): SQL {
+  function locatedSql (sort: S, dim: RankedDim, order: SortOrder, present: F[], reach: number): SQL {
     const by = orderSql(spec.sorts[sort], order, false)
     return sql`WITH ${locateSql(spec.table, sql`${placeholder('key')}::text`, dim, sql`${placeholder('offset')}::bigint`, order === 'desc')},
       page AS MATERIALIZED (
         SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(by)}) AS ord FROM ${sql.raw(spec.table)} m
         WHERE ${sql.raw(BOUNDS[dim][order])} AND ${whereSql(present)}
-        ORDER BY ${sql.raw(by)} OFFSET (SELECT skip FROM loc) LIMIT ${sql.raw(String(MAX_LIMIT))})
+        ORDER BY ${sql.raw(by)} OFFSET (SELECT skip FROM loc) LIMIT ${sql.raw(String(reach))})
       SELECT t.total, r.* FROM (SELECT ${countedTotal}) t
       ${itemsSql(sort, sql`page.ord <= (SELECT skip FROM loc) + ${placeholder('limit')}::bigint`)}`
   }
@@ -511,26 +513,26 @@ export function createCollectionReader<S extends string, F extends string, Row e
    * order (the caller asks one more than the page to learn whether more follow), whether any row lies
    * the other way (from the position beside the cursor, so the cursor's own item counts), and the total.
    */
-  function seekSql (sort: S, scan: Scan, keyNull: boolean, present: F[], total: SQL): SQL {
+  function seekSql (sort: S, scan: Scan, keyNull: boolean, present: F[], total: SQL, reach: number): SQL {
     const table = sql.raw(spec.table)
     const where = whereSql(present)
     const back = { keyDesc: !scan.keyDesc, idDesc: !scan.idDesc }
     // Ordered like the index, so that even a generic plan probes it rather than scanning the table.
     const other = seekParts(sort, back, keyNull, 'ci').map((part) =>
       sql`EXISTS (SELECT 1 FROM ${table} m WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT 1)`)
-    return sql`${seekPageSql(sort, scan, keyNull, present, MAX_LIMIT + 1)}
+    return sql`${seekPageSql(sort, scan, keyNull, present, reach)}
       SELECT t.total, x.other, r.* FROM (${total}) t CROSS JOIN (SELECT ${sql.join(other, sql` OR `)} AS other) x
       ${itemsSql(sort, pageSlice)}`
   }
 
   /**
-   * A page `skip` rows beyond an anchor (fewer than `stride`), with the table's version; `withTotal`
-   * (for an anchor set still being read, which does not know it) adds the counted total, read in the
-   * same snapshot.
+   * A page `skip` rows beyond an anchor, reading `reach` rows (at least skip plus limit), with the
+   * table's version; `withTotal` (for an anchor set still being read, which does not know it) adds the
+   * counted total, read in the same snapshot.
    */
-  function anchoredSql (sort: S, scan: Scan, keyNull: boolean, present: F[], withTotal: boolean, stride: number): SQL {
+  function anchoredSql (sort: S, scan: Scan, keyNull: boolean, present: F[], withTotal: boolean, reach: number): SQL {
     const total = withTotal ? sql`, ${countedTotal}` : sql``
-    return sql`${seekPageSql(sort, scan, keyNull, present, stride - 1 + MAX_LIMIT)}
+    return sql`${seekPageSql(sort, scan, keyNull, present, reach)}
       SELECT t.*, r.* FROM (SELECT ${versionSql(spec.table)}::float8 AS version${total}) t
       ${itemsSql(sort, pageSlice)}`
   }
@@ -581,10 +583,10 @@ export function createCollectionReader<S extends string, F extends string, Row e
    * whether the writes can still be followed, the created rows the result set has, and how many of them
    * sort before that anchor: the page is the one asked for when that is the count its skip assumed.
    */
-  function followedSql (sort: S, scan: Scan, keyNull: boolean, order: SortOrder, present: F[], log: ChangeLog, withTotal: boolean): SQL {
+  function followedSql (sort: S, scan: Scan, keyNull: boolean, order: SortOrder, present: F[], log: ChangeLog, withTotal: boolean, reach: number): SQL {
     const near = sql`SELECT 1::bigint AS ord, ${nearKey(sort, sql`${placeholder('k')}::text`)} AS k, ${placeholder('i')}::bigint AS id`
     const total = withTotal ? sql`, ${countedTotal}` : sql``
-    return sql`${seekPageSql(sort, scan, keyNull, present, FOLLOW_REACH - 1 + MAX_LIMIT)}, ${followCtes(sort, order, present, log, near)}
+    return sql`${seekPageSql(sort, scan, keyNull, present, reach)}, ${followCtes(sort, order, present, log, near)}
       SELECT t.*, r.* FROM (SELECT (SELECT followed FROM st) AS followed, (SELECT count(*) FROM added)::float8 AS added,
         (SELECT r.before FROM ranked r WHERE r.ord IS NOT NULL)::float8 AS before${total}) t
       ${itemsSql(sort, sql`${pageSlice} AND (SELECT followed FROM st)`)}`
@@ -723,8 +725,9 @@ export function createCollectionReader<S extends string, F extends string, Row e
     at: { position: Position, skip: number }, partial: boolean, stride: number): Promise<Array<Row & PageRow>> {
     const keyNull = at.position.key === null
     const scan = scanOf({ ...at.position, direction: 'after' }, page.order)
-    const name = `anchored:${page.sort}:${page.order}:${keyNull}:${partial}:${stride}:${present.join(',')}`
-    const run = cached(name, () => anchoredSql(page.sort, scan, keyNull, present, partial, stride))
+    const reach = reachFor(at.skip + page.limit, stride - 1 + MAX_LIMIT)
+    const name = `anchored:${page.sort}:${page.order}:${keyNull}:${partial}:${reach}:${present.join(',')}`
+    const run = cached(name, () => anchoredSql(page.sort, scan, keyNull, present, partial, reach))
     return await run(db, { ...params, k: at.position.key, i: at.position.id, skip: at.skip, limit: page.limit })
   }
 
@@ -766,7 +769,8 @@ export function createCollectionReader<S extends string, F extends string, Row e
     for (let attempt = 0; at !== undefined && attempt < 3; attempt++) {
       const keyNull = at.position.key === null
       const scan = scanOf({ ...at.position, direction: 'after' }, page.order)
-      const run = cached(`followed:${page.sort}:${page.order}:${keyNull}:${partial}:${present.join(',')}`, () => followedSql(page.sort, scan, keyNull, page.order, present, log, partial))
+      const reach = reachFor(at.skip + page.limit, FOLLOW_REACH - 1 + MAX_LIMIT)
+      const run = cached(`followed:${page.sort}:${page.order}:${keyNull}:${partial}:${reach}:${present.join(',')}`, () => followedSql(page.sort, scan, keyNull, page.order, present, log, partial, reach))
       const found = await run(db, { ...params, ...since, k: at.position.key, i: at.position.id, skip: at.skip, limit: page.limit }) as Array<Row & PageRow & FollowedRow>
       const head = found[0]
       if (head === undefined || !head.followed) return 'retire'
@@ -792,8 +796,10 @@ export function createCollectionReader<S extends string, F extends string, Row e
   async function seek (db: Database, cursor: Cursor, page: PageRequest<S>, present: F[], params: Record<string, unknown>, companion?: Companion): Promise<PageResult<Row>> {
     const scan = scanOf(cursor, page.order)
     const keyNull = cursor.key === null
-    const name = `seek:${page.sort}:${scan.keyDesc}:${scan.idDesc}:${keyNull}:${present.join(',')}:${companion?.name ?? ''}`
-    const run = cached(name, () => seekSql(page.sort, scan, keyNull, present, companion === undefined ? totalSql(present) : sql`SELECT ${companion.sql}::float8 AS total`))
+    // One more row than the page, to learn whether more follow.
+    const reach = reachFor(page.limit + 1, MAX_LIMIT + 1)
+    const name = `seek:${page.sort}:${scan.keyDesc}:${scan.idDesc}:${keyNull}:${reach}:${present.join(',')}:${companion?.name ?? ''}`
+    const run = cached(name, () => seekSql(page.sort, scan, keyNull, present, companion === undefined ? totalSql(present) : sql`SELECT ${companion.sql}::float8 AS total`, reach))
     const check = beside(cursor, page.sort, page.order, cursor.direction === 'after' ? 'after' : 'before')
     const found = await run(db, { ...params, k: cursor.key, i: cursor.id, ci: check.id, skip: 0, limit: page.limit + 1 })
     const total = found[0]?.total ?? 0
@@ -851,7 +857,8 @@ export function createCollectionReader<S extends string, F extends string, Row e
       if (fromAnchor !== undefined) return fromAnchor
       readVia(spec.table, dim === undefined ? 'offset' : 'rank')
       if (dim !== undefined) {
-        const run = cached(`located:${page.sort}:${page.order}:${shape}`, () => locatedSql(page.sort, dim, page.order, present))
+        const reach = reachFor(page.limit, MAX_LIMIT)
+        const run = cached(`located:${page.sort}:${page.order}:${reach}:${shape}`, () => locatedSql(page.sort, dim, page.order, present, reach))
         const rows = await run(db, { ...params, offset: page.offset, limit: page.limit })
         const total = rows[0]?.total ?? 0
         // A page past the end has only the total row, with every item column null.
