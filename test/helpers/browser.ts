@@ -1,5 +1,9 @@
 import { existsSync } from 'node:fs'
+import { mkdir, rm, stat, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import sparticuz from '@sparticuz/chromium'
 import { chromium, type Browser } from 'playwright-core'
 import type { Test } from 'tap'
@@ -28,8 +32,41 @@ export async function chooseBrowser (): Promise<BrowserChoice> {
   }
   return {
     source: 'npm',
-    executablePath: await sparticuz.executablePath(),
+    executablePath: await unpackedChromium(),
     args: [...sparticuz.args.filter((arg) => !RELAXED.has(arg)), ...OFFLINE]
+  }
+}
+
+// The package unpacks its browser into the temp folder on first use, and takes a browser file that
+// exists there as unpacked. Test files run in parallel: one started the half-written file of another
+// (spawn ETXTBSY). So one process at a time unpacks, under a lock directory, and a marker written
+// once the unpacking resolved tells the others (and later runs) that the files are whole; without
+// it a browser file left by an interrupted run is removed and unpacked again.
+const LOCK = join(tmpdir(), 'chromium-unpack.lock')
+const UNPACKED = join(tmpdir(), 'chromium-unpacked')
+// A lock older than this was left by a process that died holding it.
+const STALE_LOCK_MS = 120_000
+
+async function unpackedChromium (): Promise<string> {
+  const deadline = Date.now() + 5 * STALE_LOCK_MS
+  for (;;) {
+    try {
+      await mkdir(LOCK)
+      break
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || Date.now() > deadline) throw err
+      const held = await stat(LOCK).catch(() => undefined)
+      if (held !== undefined && Date.now() - held.mtimeMs > STALE_LOCK_MS) await rm(LOCK, { recursive: true, force: true })
+      await sleep(100)
+    }
+  }
+  try {
+    if (!existsSync(UNPACKED)) await rm(join(tmpdir(), 'chromium'), { force: true })
+    const path = await sparticuz.executablePath()
+    await writeFile(UNPACKED, path)
+    return path
+  } finally {
+    await rm(LOCK, { recursive: true, force: true })
   }
 }
 
