@@ -1,7 +1,9 @@
 import { sql } from 'drizzle-orm'
+import type { LightMyRequestResponse } from 'fastify'
 import t from 'tap'
 import type { App } from '../src/app.js'
 import { likePattern, type Message } from '../src/repositories/messages.js'
+import { narrowedPattern, termMatches } from '../src/repositories/search-match.js'
 import { build } from './helpers/build.js'
 import { createAuthor, createMessages, queryRows } from './helpers/fixtures.js'
 import { cursorKinds, pageBody, pagination } from './helpers/pagination.js'
@@ -151,20 +153,104 @@ t.test('GET /v2/messages/search', async (t) => {
     const rows = await queryRows<{ indexname: string, indexdef: string }>(app.db,
       sql`select indexname, indexdef from pg_indexes where tablename = 'messages' and indexname like '%trgm%' order by indexname`)
     t.same(rows, [
-      { indexname: 'messages_content_trgm_idx', indexdef: 'CREATE INDEX messages_content_trgm_idx ON public.messages USING gin (content gin_trgm_ops)' },
+      { indexname: 'messages_content_words_trgm_idx', indexdef: "CREATE INDEX messages_content_words_trgm_idx ON public.messages USING gin (replace(lower(content), ' '::text, '0'::text) gin_trgm_ops)" },
       { indexname: 'messages_subject_trgm_idx', indexdef: 'CREATE INDEX messages_subject_trgm_idx ON public.messages USING gin (subject gin_trgm_ops)' }
-    ], 'GIN gin_trgm_ops indexes on content and subject')
+    ], 'GIN gin_trgm_ops indexes on content (its words joined) and subject')
 
     // A transaction pins one connection (of the pool on PostgreSQL), so `set local` applies to the
-    // EXPLAIN that follows; with sequential scans priced out, the planner shows whether the index can serve it.
+    // EXPLAIN that follows; with sequential scans priced out, the planner shows whether the index can
+    // serve the very condition the search runs.
     const plan = await app.db.transaction(async (tx) => {
       await tx.execute(sql`set local enable_seqscan = off`)
-      const pattern = likePattern('deploy')
+      const pattern = likePattern('deploy report')
       return await queryRows<{ 'QUERY PLAN': string }>(tx as unknown as App['db'],
-        sql`explain select id from messages where content ilike ${pattern} or subject ilike ${pattern}`)
+        sql`explain select id from messages m where ${termMatches('m', sql`${pattern}::text`)}`)
     })
     const text = plan.map((row) => row['QUERY PLAN']).join('\n')
-    t.match(text, /Bitmap Index Scan on messages_content_trgm_idx/, 'EXPLAIN: the search predicate can use messages_content_trgm_idx')
+    t.match(text, /Bitmap Index Scan on messages_content_words_trgm_idx/, 'EXPLAIN: the search condition can use messages_content_words_trgm_idx')
     t.match(text, /Bitmap Index Scan on messages_subject_trgm_idx/, 'EXPLAIN: and messages_subject_trgm_idx')
   })
+})
+
+// The content index joins words with '0' (drizzle/0011): a term's spaces must still match only spaces,
+// its '0's only '0's, and case must still fold across the join, on every way a search page is read.
+t.test('search terms with spaces', async (t) => {
+  const app = await build(t, { testAuth: true })
+  await createAuthor(app, 'alice', { name: 'Alice' })
+  async function create (content: string, subject?: string): Promise<Message> {
+    const res = await app.inject({ method: 'POST', url: '/v2/messages', headers: { 'x-test-user': JSON.stringify({ sub: 'alice', role: 'User' }) }, payload: { content, subject } })
+    t.equal(res.statusCode, 201, `created ${JSON.stringify(content)}`)
+    return res.json()
+  }
+  const phrase = await create('Urgent Report due Friday')
+  const zero = await create('urgent0report in the log')
+  const twoSpaces = await create('urgent  report, spaced out')
+  const joined = await create('urgentreport as one word')
+  const apart = await create('a report that is urgent')
+  const inSubject = await create('see the subject', 'URGENT REPORT')
+  const accented = await create('ÉCOLE ÉTÉ 2026')
+  const lineBreak = await create('urgent\nreport on two lines')
+  const badge = await create('the badge for the kitchen')
+  await create('badge fits the kitchen')
+
+  const cases: Array<[string, string, Message[]]> = [
+    ['a phrase matches its words with one space between, in any case', 'urgent report', [phrase, inSubject]],
+    ['a phrase cut mid-word at both ends', 'gent rep', [phrase, inSubject]],
+    ["a '0' matches a '0', not a space", 'urgent0report', [zero]],
+    ['two spaces match two spaces only', 'urgent  report', [twoSpaces]],
+    ['the words without the space', 'urgentreport', [joined]],
+    ['case folds on both sides of a space', 'école été', [accented]],
+    ['a space does not match a line break', 't r', [phrase, inSubject]],
+    ['a term ending in a space', 'urgent ', [phrase, twoSpaces, inSubject]],
+    ['a term beginning with a space', ' report', [phrase, twoSpaces, apart, inSubject]],
+    ['a line break matches a line break', 'urgent\nreport', [lineBreak]],
+    // The index scans `%badge f%e kitchen%` for it (narrowedPattern), which the look-alike matches too.
+    ['a phrase with short words inside', 'badge for the kitchen', [badge]],
+    ['a phrase beginning with short words', 'for the kitchen', [badge]]
+  ]
+  for (const [name, q, expected] of cases) {
+    t.same(await get(app, search(q)), { status: 200, body: pageBody(expected, 1, 25, expected.length) }, name)
+    // Past page 1 by cursor, the term is a filter of the list's own statements: the same matches, one at a time.
+    const walked: number[] = []
+    let url: string | null = search(q, 'limit=1')
+    for (let guard = 0; url !== null && guard < 20; guard++) {
+      const res: LightMyRequestResponse = await app.inject({ method: 'GET', url })
+      t.equal(res.statusCode, 200, `${name}: a page by cursor`)
+      const body: { data: Message[], pagination: { nextCursor: string | null } } = res.json<{ data: Message[], pagination: { nextCursor: string | null } }>()
+      walked.push(...body.data.map((m) => m.id))
+      url = body.pagination.nextCursor === null ? null : search(q, `limit=1&after=${encodeURIComponent(body.pagination.nextCursor)}`)
+    }
+    t.same(walked, expected.map((m) => m.id), `${name}: by cursor`)
+  }
+})
+
+// narrowedPattern may drop parts of a term, never demand what the term lacks: every term must match
+// its own narrowed pattern, as text and in the joined form the index holds, whatever its words,
+// spaces and LIKE characters.
+t.test('a narrowed pattern is matched by its own term', async (t) => {
+  const app = await build(t)
+  t.same(narrowedPattern('badge for the kitchen'), '%badge f%e kitchen%', 'a run of short words inside keeps its outer letters')
+  t.same(narrowedPattern('for the kitchen'), '%e kitchen%', 'a leading run keeps its last letter')
+  t.same(narrowedPattern('badge for the'), '%badge f%', 'a trailing run keeps its first letter')
+  t.same(narrowedPattern('urgent report'), '%urgent report%', 'no short words: the whole term')
+  t.same(narrowedPattern('for the'), '%for the%', 'only short words: the whole term')
+  t.same(narrowedPattern('piece of cake'), '%piece of cake%', 'a run with no letter between its outer two stays')
+  t.same(narrowedPattern('badge 50% off_the shelf'), '%badge 50\\% off\\_the shelf%', 'LIKE characters stay escaped')
+  t.same(narrowedPattern('50% off_the shelf'), '%\\% off\\_the shelf%', 'a run cut down to a LIKE character keeps it escaped')
+
+  const parts = ['a', 'of', 'the', 'for', 'badge', 'kitchen', '', '%', '_', '\\', 'x%y', '1_0', 'ÉTÉ', '0']
+  let seed = 7
+  const random = () => { seed = (seed * 16807) % 2147483647; return seed / 2147483647 }
+  const terms: string[] = []
+  for (let i = 0; i < 400; i++) {
+    const words = Array.from({ length: 1 + Math.floor(random() * 6) }, () => parts[Math.floor(random() * parts.length)]!)
+    terms.push(words.join(' '))
+  }
+  const rows = await queryRows<{ term: string, plain: boolean, joined: boolean }>(app.db, sql`
+    select p.term, p.term like p.narrowed as plain,
+      replace(lower(p.term), ' ', '0') like replace(lower(p.narrowed), ' ', '0') as joined
+    from jsonb_to_recordset(${JSON.stringify(terms.map((term) => ({ term, narrowed: narrowedPattern(term) })))}::jsonb) as p(term text, narrowed text)`)
+  t.equal(rows.length, terms.length, 'every term checked')
+  t.same(rows.filter((row) => !row.plain || !row.joined), [], 'each term matches its narrowed pattern')
+  t.ok(terms.some((term) => narrowedPattern(term) !== likePattern(term)), 'some terms were narrowed')
 })

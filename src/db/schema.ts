@@ -1,4 +1,5 @@
 import { bigint, boolean, customType, index, integer, numeric, pgEnum, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
+import { sql } from 'drizzle-orm'
 
 export const ROLE_VALUES = ['User', 'Moderator', 'Admin', 'SuperAdmin', 'Owner'] as const
 export const PRIORITY_VALUES = ['low', 'normal', 'high', 'urgent'] as const
@@ -39,8 +40,9 @@ export const messages = pgTable('messages', {
   index('messages_priority_id_idx').on(t.priority, t.id),
   index('messages_subject_id_idx').on(t.subject, t.id),
   index('messages_author_id_id_idx').on(t.authorId, t.id),
-  // Search (CONTRACT 6): ILIKE on content and subject is served by trigram indexes.
-  index('messages_content_trgm_idx').using('gin', t.content.op('gin_trgm_ops')),
+  // Search (CONTRACT 6): ILIKE on content and subject is served by trigram indexes. Content's is over
+  // its words joined (src/repositories/search-match.ts), so a phrase's trigrams span its spaces.
+  index('messages_content_words_trgm_idx').using('gin', sql`(replace(lower(${t.content}), ' ', '0')) gin_trgm_ops`),
   index('messages_subject_trgm_idx').using('gin', t.subject.op('gin_trgm_ops'))
 ])
 

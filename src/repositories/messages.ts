@@ -13,6 +13,9 @@ import { MESSAGE_CHANGE_LOG } from './change-log.js'
 import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type CollectionSpec, type FilterValues } from './collection.js'
 import { createMessageWriter, type IdempotentWrite, type KeyedOutcome } from './message-writer.js'
 import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './message-row.js'
+import { likePattern, narrowedPattern, termMatches } from './search-match.js'
+
+export { likePattern }
 
 export type Priority = typeof PRIORITY_VALUES[number]
 
@@ -54,7 +57,8 @@ export const MESSAGE_COLLECTION: CollectionSpec<MessageSort, ReaderFilter> = {
   keys: { id: 'id', createdAt: 'timestamptz', priority: { enum: 'message_priority', values: PRIORITY_VALUES }, subject: 'text' },
   grouped: ['priority', 'subject'],
   filters: {
-    term: { condition: sql`(m.content ILIKE ${placeholder('term')}::text OR m.subject ILIKE ${placeholder('term')}::text)` },
+    // By cursor, one value per filter: the index scans the whole pattern, not the narrowed one.
+    term: { condition: termMatches('m', sql`${placeholder('term')}::text`) },
     priority: { condition: sql`m.priority = ${placeholder('priority')}::message_priority`, key: plainKey('priority') },
     // An author id no bigint column holds matches nothing, and never reaches the database as one.
     authorId: { condition: sql`m.author_id = ${placeholder('authorId')}::bigint`, key: plainKey('author_id'), matchesNothing: isBigintId },
@@ -106,7 +110,7 @@ function searchIdsSql (sort: MessageSort, order: 'asc' | 'desc', present: Filter
   const filters = present.map((name) => sql` AND ${searchFilterSql[name]}`)
   return sql`SELECT ${versionSql('messages')}::float8 AS version,
     coalesce((SELECT array_agg(s.id::float8 ORDER BY ${sql.raw(by)}) FROM messages s
-      WHERE (s.content ILIKE ${placeholder('pattern')}::text OR s.subject ILIKE ${placeholder('pattern')}::text)${sql.join(filters, sql``)}), '{}') AS ids`
+      WHERE ${termMatches('s', sql`${placeholder('pattern')}::text`, sql`${placeholder('narrowed')}::text`)}${sql.join(filters, sql``)}), '{}') AS ids`
 }
 
 const rowsByIds = statement<MessageRow & { version: number, ord: number | null, created_key: string }>('messages_by_ids', sql`
@@ -137,11 +141,6 @@ const deleteAsStatement = statement<{ found: boolean, deleted: boolean, known: b
  * author); `unknown-caller` (not allowed, and the subject has no local user yet).
  */
 export type DeleteOutcome = 'deleted' | 'absent' | 'forbidden' | 'unknown-caller'
-
-// CONTRACT 10: %, _ and \ in a search term match themselves, not as LIKE wildcards.
-export function likePattern (term: string): string {
-  return `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
-}
 
 // Pages of the list and of search, remembered until any write to messages or users (authors' names);
 // bounds and sizes in src/lib/memory-budget.ts.
@@ -187,7 +186,7 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
         run = statement<{ version: number, ids: number[] }>(`messages_search_${searchStatements.size}`, searchIdsSql(page.sort, page.order, present))
         searchStatements.set(shape, run)
       }
-      const params: Record<string, unknown> = { pattern: likePattern(term) }
+      const params: Record<string, unknown> = { pattern: likePattern(term), narrowed: narrowedPattern(term) }
       for (const name of present) params[name] = filters[name]
       pending = heavyRead(target, async () => await run(target, params)).then(([row]) => ({ version: row?.version ?? 0, ids: Float64Array.from(row?.ids ?? []) }))
       computing.set(flightKey, pending)
