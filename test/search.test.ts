@@ -3,7 +3,7 @@ import type { LightMyRequestResponse } from 'fastify'
 import t from 'tap'
 import type { App } from '../src/app.js'
 import { likePattern, type Message } from '../src/repositories/messages.js'
-import { narrowedPattern, termMatches } from '../src/repositories/search-match.js'
+import { hasWordJoins, matchingRowsSql, narrowedPattern, termMatches } from '../src/repositories/search-match.js'
 import { build } from './helpers/build.js'
 import { createAuthor, createMessages, queryRows } from './helpers/fixtures.js'
 import { cursorKinds, pageBody, pagination } from './helpers/pagination.js'
@@ -170,6 +170,22 @@ t.test('GET /v2/messages/search', async (t) => {
     t.match(text, /Bitmap Index Scan on messages_content_words_trgm_idx/, 'EXPLAIN: the search condition can use messages_content_words_trgm_idx')
     t.match(text, /Bitmap Index Scan on messages_subject_trgm_idx/, 'EXPLAIN: and messages_subject_trgm_idx')
   })
+
+  t.test('the word joins index serves a phrase, and the index alone picks its candidates', async (t) => {
+    const rows = await queryRows<{ indexdef: string }>(app.db,
+      sql`select indexdef from pg_indexes where tablename = 'messages' and indexname = 'messages_content_joins_idx'`)
+    t.same(rows, [{ indexdef: 'CREATE INDEX messages_content_joins_idx ON public.messages USING gin (message_word_joins(content))' }], 'a GIN index over the word joins of content')
+    const plan = await app.db.transaction(async (tx) => {
+      await tx.execute(sql`set local enable_seqscan = off`)
+      const term = 'deploy report'
+      const matching = matchingRowsSql('s', sql`s.id`, sql``, true, { pattern: sql`${likePattern(term)}::text`, narrowed: sql`${narrowedPattern(term)}::text`, term: sql`${term}::text` })
+      return await queryRows<{ 'QUERY PLAN': string }>(tx as unknown as App['db'], sql`explain ${matching}`)
+    })
+    const text = plan.map((row) => row['QUERY PLAN']).join('\n')
+    t.match(text, /Bitmap Index Scan on messages_content_joins_idx/, 'EXPLAIN: the content half uses messages_content_joins_idx')
+    // The joins of a candidate are never computed again: no condition outside an index scan names them.
+    t.notMatch(text.split('\n').filter((line) => !/Index Cond|Recheck Cond/.test(line)).join('\n'), /message_word_joins/, 'EXPLAIN: no filter computes the joins of a row')
+  })
 })
 
 // The content index joins words with '0' (drizzle/0011): a term's spaces must still match only spaces,
@@ -192,6 +208,7 @@ t.test('search terms with spaces', async (t) => {
   const lineBreak = await create('urgent\nreport on two lines')
   const badge = await create('the badge for the kitchen')
   await create('badge fits the kitchen')
+  const lookAlike = await create('(current report) filed')
 
   const cases: Array<[string, string, Message[]]> = [
     ['a phrase matches its words with one space between, in any case', 'urgent report', [phrase, inSubject]],
@@ -200,13 +217,17 @@ t.test('search terms with spaces', async (t) => {
     ['two spaces match two spaces only', 'urgent  report', [twoSpaces]],
     ['the words without the space', 'urgentreport', [joined]],
     ['case folds on both sides of a space', 'école été', [accented]],
-    ['a space does not match a line break', 't r', [phrase, inSubject]],
+    ['a space does not match a line break', 't r', [phrase, inSubject, lookAlike]],
     ['a term ending in a space', 'urgent ', [phrase, twoSpaces, inSubject]],
-    ['a term beginning with a space', ' report', [phrase, twoSpaces, apart, inSubject]],
+    ['a term beginning with a space', ' report', [phrase, twoSpaces, apart, inSubject, lookAlike]],
     ['a line break matches a line break', 'urgent\nreport', [lineBreak]],
     // The index scans `%badge f%e kitchen%` for it (narrowedPattern), which the look-alike matches too.
     ['a phrase with short words inside', 'badge for the kitchen', [badge]],
-    ['a phrase beginning with short words', 'for the kitchen', [badge]]
+    ['a phrase beginning with short words', 'for the kitchen', [badge]],
+    // Word joins (drizzle/0012): 'ent rep' is a join of both, and the term's own ILIKE tells them apart.
+    ['a phrase and a look-alike with its joins', 'current report', [lookAlike]],
+    ['a phrase inside punctuation', '(current report)', [lookAlike]],
+    ['a phrase of three-letter words only', 'for the', [badge]]
   ]
   for (const [name, q, expected] of cases) {
     t.same(await get(app, search(q)), { status: 200, body: pageBody(expected, 1, 25, expected.length) }, name)
@@ -253,4 +274,39 @@ t.test('a narrowed pattern is matched by its own term', async (t) => {
   t.equal(rows.length, terms.length, 'every term checked')
   t.same(rows.filter((row) => !row.plain || !row.joined), [], 'each term matches its narrowed pattern')
   t.ok(terms.some((term) => narrowedPattern(term) !== likePattern(term)), 'some terms were narrowed')
+})
+
+// The word joins a term asks for must be held by every content that holds the term, whatever surrounds
+// it and however either is cased; and the code's guess that a term has joins must be the database's.
+t.test('every content holding a term holds the word joins the term asks for', async (t) => {
+  const app = await build(t)
+  t.same(await queryRows<{ joins: string[] }>(app.db, sql`select search_term_joins('Badge for the KITCHEN') as joins`), [{ joins: ['dge for', 'the kit'] }],
+    'joins between three-letter words are left out beside longer ones')
+  t.same(await queryRows<{ joins: string[] }>(app.db, sql`select search_term_joins('for the') as joins`), [{ joins: ['for the'] }], 'and kept when there is nothing else')
+  t.same(await queryRows<{ joins: string[] }>(app.db, sql`select message_word_joins('Hi  all, the urgent report.') as joins`), [{ joins: ['ll, the', 'the urg', 'ent rep'] }],
+    'a content\'s joins: lower-cased, split at single spaces, between words of three characters or more')
+
+  const parts = ['a', 'of', 'the', 'for', 'badge', 'kitchen', '', ' ', 'ÉTÉ', 'été', 'x%y', '50%_off', 'Ünïcödé', '(urgent', 'report)', 'ab\\c', '\n', 'naïve']
+  let seed = 11
+  const random = () => { seed = (seed * 16807) % 2147483647; return seed / 2147483647 }
+  const pick = () => parts[Math.floor(random() * parts.length)]!
+  const phrase = (most: number) => Array.from({ length: 1 + Math.floor(random() * most) }, pick).join(' ')
+  const cased = (text: string) => random() < 0.3 ? text.toUpperCase() : text
+  const cases = Array.from({ length: 400 }, () => {
+    const term = phrase(5)
+    // The term inside a content, cut mid-word or not on either side.
+    const before = random() < 0.5 ? phrase(3) + (random() < 0.5 ? ' ' : '') : ''
+    const after = random() < 0.5 ? (random() < 0.5 ? ' ' : '') + phrase(3) : ''
+    return { term, content: before + cased(term) + after }
+  })
+  const rows = await queryRows<{ term: string, held: boolean, has: boolean, ilike: boolean }>(app.db, sql`
+    select p.term, message_word_joins(p.content) @> search_term_joins(p.term) as held,
+      cardinality(search_term_joins(p.term)) > 0 as has, p.content ilike ${sql.raw("'%' || replace(replace(replace(p.term, '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%'")} as ilike
+    from jsonb_to_recordset(${JSON.stringify(cases)}::jsonb) as p(term text, content text)`)
+  t.equal(rows.length, cases.length, 'every case checked')
+  t.same(rows.filter((row) => !row.ilike), [], 'each content holds its term (the check checks something)')
+  t.same(rows.filter((row) => !row.held), [], 'each content holds the joins of its term')
+  t.same(rows.filter((row) => row.has !== hasWordJoins(row.term)).map((row) => row.term), [], 'hasWordJoins agrees with the database')
+  t.ok(rows.filter((row) => row.has).length > 100, 'many terms have joins')
+  t.ok(rows.filter((row) => !row.has).length > 20, 'and some have none')
 })

@@ -43,6 +43,8 @@ export const messages = pgTable('messages', {
   // Search (CONTRACT 6): ILIKE on content and subject is served by trigram indexes. Content's is over
   // its words joined (src/repositories/search-match.ts), so a phrase's trigrams span its spaces.
   index('messages_content_words_trgm_idx').using('gin', sql`(replace(lower(${t.content}), ' ', '0')) gin_trgm_ops`),
+  // A phrase's word joins (drizzle/0012): the three letters either side of each space between words.
+  index('messages_content_joins_idx').using('gin', sql`message_word_joins(${t.content})`),
   index('messages_subject_trgm_idx').using('gin', t.subject.op('gin_trgm_ops'))
 ])
 

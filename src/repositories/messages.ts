@@ -13,7 +13,7 @@ import { MESSAGE_CHANGE_LOG } from './change-log.js'
 import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type CollectionSpec, type FilterValues } from './collection.js'
 import { createMessageWriter, type IdempotentWrite, type KeyedOutcome } from './message-writer.js'
 import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './message-row.js'
-import { likePattern, narrowedPattern, termMatches } from './search-match.js'
+import { hasWordJoins, likePattern, matchingRowsSql, narrowedPattern, termMatches } from './search-match.js'
 
 export { likePattern }
 
@@ -105,12 +105,14 @@ const searchFilterSql: Record<FilterName, ReturnType<typeof sql>> = {
   subject: sql`s.subject = ${placeholder('subject')}::text`
 }
 
-function searchIdsSql (sort: MessageSort, order: 'asc' | 'desc', present: FilterName[]) {
+function searchIdsSql (sort: MessageSort, order: 'asc' | 'desc', present: FilterName[], joined: boolean) {
   const by = sort === 'id' ? `s.id${order === 'desc' ? ' DESC' : ''}` : `${SEARCH_SORTS[sort]}${order === 'desc' ? ' DESC' : ''}, s.id`
-  const filters = present.map((name) => sql` AND ${searchFilterSql[name]}`)
+  const columns = sql.raw(sort === 'id' ? 's.id' : `s.id, ${SEARCH_SORTS[sort]}`)
+  const filters = sql.join(present.map((name) => sql` AND ${searchFilterSql[name]}`), sql``)
+  const matching = matchingRowsSql('s', columns, filters, joined,
+    { pattern: sql`${placeholder('pattern')}::text`, narrowed: sql`${placeholder('narrowed')}::text`, term: sql`${placeholder('term')}::text` })
   return sql`SELECT ${versionSql('messages')}::float8 AS version,
-    coalesce((SELECT array_agg(s.id::float8 ORDER BY ${sql.raw(by)}) FROM messages s
-      WHERE ${termMatches('s', sql`${placeholder('pattern')}::text`, sql`${placeholder('narrowed')}::text`)}${sql.join(filters, sql``)}), '{}') AS ids`
+    coalesce((SELECT array_agg(s.id::float8 ORDER BY ${sql.raw(by)}) FROM (${matching}) s), '{}') AS ids`
 }
 
 const rowsByIds = statement<MessageRow & { version: number, ord: number | null, created_key: string }>('messages_by_ids', sql`
@@ -180,13 +182,14 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
     const flightKey = key
     let pending = computing.get(flightKey)
     if (pending === undefined) {
-      const shape = `${page.sort}:${page.order}:${present.join(',')}`
+      const joined = hasWordJoins(term)
+      const shape = `${page.sort}:${page.order}:${present.join(',')}:${joined}`
       let run = searchStatements.get(shape)
       if (run === undefined) {
-        run = statement<{ version: number, ids: number[] }>(`messages_search_${searchStatements.size}`, searchIdsSql(page.sort, page.order, present))
+        run = statement<{ version: number, ids: number[] }>(`messages_search_${searchStatements.size}`, searchIdsSql(page.sort, page.order, present, joined))
         searchStatements.set(shape, run)
       }
-      const params: Record<string, unknown> = { pattern: likePattern(term), narrowed: narrowedPattern(term) }
+      const params: Record<string, unknown> = { pattern: likePattern(term), narrowed: narrowedPattern(term), term }
       for (const name of present) params[name] = filters[name]
       pending = heavyRead(target, async () => await run(target, params)).then(([row]) => ({ version: row?.version ?? 0, ids: Float64Array.from(row?.ids ?? []) }))
       computing.set(flightKey, pending)

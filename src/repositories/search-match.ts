@@ -64,7 +64,40 @@ const joinedWords = (text: SQL): SQL => sql`replace(lower(${text}), ' ', '0')`
  * the index finds a superset, which the ILIKE beside it decides.
  */
 export function termMatches (alias: string, pattern: SQL, narrowed: SQL = pattern): SQL {
+  return sql`(${contentMatches(alias, pattern, narrowed)} OR ${subjectMatches(alias, pattern)})`
+}
+
+function contentMatches (alias: string, pattern: SQL, narrowed: SQL): SQL {
   const content = sql.raw(`${alias}.content`)
-  const subject = sql.raw(`${alias}.subject`)
-  return sql`((${joinedWords(content)} LIKE ${joinedWords(narrowed)} AND ${content} ILIKE ${pattern}) OR ${subject} ILIKE ${pattern})`
+  return sql`(${joinedWords(content)} LIKE ${joinedWords(narrowed)} AND ${content} ILIKE ${pattern})`
+}
+
+const subjectMatches = (alias: string, pattern: SQL): SQL => sql`${sql.raw(`${alias}.subject`)} ILIKE ${pattern}`
+
+// Whether search_term_joins (drizzle/0012) finds a join in the term: two neighbouring words of three
+// characters or more. Counted in code points, as PostgreSQL counts characters; where the two could
+// still disagree (a case mapping that changes a length), either way only costs time: without joins the
+// trigram index serves the term, and an empty set of joins is held by every content.
+export function hasWordJoins (term: string): boolean {
+  const words = term.toLowerCase().split(' ')
+  for (let i = 1; i < words.length; i++) {
+    if ([...words[i - 1]!].length >= 3 && [...words[i]!].length >= 3) return true
+  }
+  return false
+}
+
+/**
+ * The messages matching a term, as the rows of `columns` (the id and the sort key) of those whose
+ * content matches and of those whose subject does. Each half has an index of its own, and apart the
+ * index decides its half before any row is read: in one OR, every candidate row would compute its
+ * word joins again. `joined`: the content index is the word joins' (the term has joins, `hasWordJoins`),
+ * else the trigrams'. Parameters: pattern (`likePattern`), narrowed (`narrowedPattern`), term.
+ */
+export function matchingRowsSql (alias: string, columns: SQL, where: SQL, joined: boolean, params: { pattern: SQL, narrowed: SQL, term: SQL }): SQL {
+  const content = joined
+    ? sql`(message_word_joins(${sql.raw(`${alias}.content`)}) @> search_term_joins(${params.term}) AND ${sql.raw(`${alias}.content`)} ILIKE ${params.pattern})`
+    : contentMatches(alias, params.pattern, params.narrowed)
+  const from = sql`FROM messages ${sql.raw(alias)}`
+  return sql`SELECT ${columns} ${from} WHERE ${content}${where}
+    UNION SELECT ${columns} ${from} WHERE ${subjectMatches(alias, params.pattern)}${where}`
 }

@@ -11,7 +11,7 @@ import {
 const PRIORITIES = ['low', 'normal', 'high', 'urgent'] as const
 const SUBJECTS = ['alpha', 'beta', 'gamma', 'Delta'] as const
 const SORTS: Record<string, string> = { id: 'id', createdAt: 'created_at', priority: 'priority', subject: 'subject' }
-export const SEARCH_TERMS = ['lorem', 'ZYZZYVA', 'zyzzyva', '50%_off', '%', '_', 'MiXeD', 'alpha', 'nothing-matches-this']
+export const SEARCH_TERMS = ['lorem', 'ZYZZYVA', 'zyzzyva', '50%_off', '%', '_', 'MiXeD', 'alpha', 'nothing-matches-this', 'brown FOX', 'mps lorem']
 // A few instants many rows share, so ties on created_at are broken by id.
 const SHARED_INSTANTS = ['2019-03-01T12:00:00.000Z', '2021-07-15T08:30:00.000Z', '2024-01-01T00:00:00.000Z']
 const FROM = Date.parse('2012-01-01T00:00:00Z')
