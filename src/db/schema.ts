@@ -39,6 +39,9 @@ export const messages = pgTable('messages', {
   index('messages_created_at_id_idx').on(t.createdAt, t.id),
   index('messages_priority_id_idx').on(t.priority, t.id),
   index('messages_subject_id_idx').on(t.subject, t.id),
+  // Pages of one priority by subject: the seek, the walk of a deep page and the anchors read it in
+  // order, index only, rather than visiting every row of other priorities in subject order.
+  index('messages_priority_subject_id_idx').on(t.priority, t.subject, t.id),
   index('messages_author_id_id_idx').on(t.authorId, t.id),
   // Search (CONTRACT 6): ILIKE on content and subject is served by trigram indexes. Content's is over
   // its words joined (src/repositories/search-match.ts), so a phrase's trigrams span its spaces.

@@ -1,0 +1,1 @@
+CREATE INDEX "messages_priority_subject_id_idx" ON "messages" USING btree ("priority","subject","id");
