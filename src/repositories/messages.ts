@@ -4,7 +4,7 @@ import type { ReadRouter } from '../db/read-router.js'
 import { PRIORITY_VALUES } from '../db/schema.js'
 import { statement } from '../db/statement.js'
 import type { PageRequest, PageResult } from '../lib/pagination.js'
-import { OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
+import { cursorWindow, OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
 import type { Conditional, Revalidated } from '../lib/entity-tag.js'
 import { heavyRead } from '../lib/heavy-reads.js'
 import { MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, SEARCH_IDS, messageBytes, pageBytes } from '../lib/memory-budget.js'
@@ -218,17 +218,23 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
     return { rows: rows.map(toMessage), ...rest }
   }
 
-  /** A search page by number: the remembered ids at its offset, and the version they were read at. */
+  /**
+   * A search page from the remembered ids, with the version read beside its rows: by number, the ids at
+   * its offset; by cursor with sort=id, the ids beyond the cursor's id, which places itself among them.
+   */
   async function searchSlice (target: Database, entry: OrderedIds, page: PageRequest<MessageSort>): Promise<PageResult<Message> & { version?: number }> {
-    const ids = Array.from(entry.ids.subarray(Math.min(page.offset, entry.ids.length), Math.min(page.offset + page.limit, entry.ids.length)))
-    const rows = await rowsByIds(target, { ids })
+    const cursor = page.cursor
+    const { from, to, ...beside } = cursor === null
+      ? { from: Math.min(page.offset, entry.ids.length), to: Math.min(page.offset + page.limit, entry.ids.length) }
+      : cursorWindow(entry.ids, cursor.id, page.order === 'desc', cursor.direction, page.limit)
+    const rows = await rowsByIds(target, { ids: Array.from(entry.ids.subarray(from, to)) })
     const found = rows[0]?.ord == null ? [] : rows
-    return { rows: strip(found), keys: found.map((row) => searchKey(row, page.sort)), total: 0, version: rows[0]?.version }
+    return { ...beside, rows: strip(found), keys: found.map((row) => searchKey(row, page.sort)), total: 0, version: rows[0]?.version }
   }
 
-  // A search page by cursor: a seek with the match as one more filter, reading the table's version in
-  // place of the total, which the remembered ids give. Those ids cannot be cut at a position themselves:
-  // that needs every id's key, compared as the database orders them (by its collation).
+  // A search page by cursor in another sort than id: a seek with the match as one more filter, reading
+  // the table's version in place of the total, which the remembered ids give. Those ids cannot be cut
+  // at a position of such a sort: that needs every id's key, compared as the database orders them.
   async function searchSeek (target: Database, term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message> & { version?: number }> {
     const { rows, total, ...rest } = await reader.read(target, { ...filters, term: likePattern(term) } as FilterValues<ReaderFilter>, page, VERSION_AS_TOTAL)
     return { rows: rows.map(toMessage), ...rest, total: 0, version: total }
@@ -246,7 +252,7 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
         entry = await searchIds(target, key, term, present, filters, page)
         searchCache.set(key, entry)
       }
-      const { version, ...result } = page.cursor === null ? await searchSlice(target, entry, page) : await searchSeek(target, term, filters, page)
+      const { version, ...result } = page.cursor === null || page.sort === 'id' ? await searchSlice(target, entry, page) : await searchSeek(target, term, filters, page)
       // Under a stream of writes, ids read a moment ago are served as read: the page is what the
       // table held then, as any read racing a write may be.
       if (version === entry.version || (fresh && attempt >= 3)) return { ...result, total: entry.ids.length }
