@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
 import type { LightMyRequestResponse } from 'fastify'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { App } from '../src/app.js'
 import { likePattern, type Message } from '../src/repositories/messages.js'
 import { hasWordJoins, matchingRowsSql, narrowedPattern, termMatches } from '../src/repositories/search-match.js'
@@ -19,17 +19,19 @@ async function get (app: App, url: string): Promise<Reply> {
 
 const search = (q: string, rest = ''): string => `/v2/messages/search?q=${encodeURIComponent(q)}${rest === '' ? '' : `&${rest}`}`
 
+// Created through the API, so the search reads what POST wrote.
+async function createMessage (t: Test, app: App, content: string, extra: { subject?: string, priority?: string } = {}, sub = 'alice'): Promise<Message> {
+  const res = await app.inject({ method: 'POST', url: '/v2/messages', headers: { 'x-test-user': JSON.stringify({ sub, role: 'User' }) }, payload: { content, ...extra } })
+  t.equal(res.statusCode, 201, `created ${JSON.stringify(content)}`)
+  return res.json()
+}
+
 t.test('GET /v2/messages/search', async (t) => {
   const app = await build(t, { testAuth: true })
   const alice = await createAuthor(app, 'alice', { name: 'Alice' })
   const bob = await createAuthor(app, 'bob', { name: 'Bob' })
 
-  // Created through the API, so the search reads what POST wrote.
-  async function create (content: string, extra: { subject?: string, priority?: string } = {}, sub = 'alice'): Promise<Message> {
-    const res = await app.inject({ method: 'POST', url: '/v2/messages', headers: { 'x-test-user': JSON.stringify({ sub, role: 'User' }) }, payload: { content, ...extra } })
-    t.equal(res.statusCode, 201, `created ${JSON.stringify(content)}`)
-    return res.json()
-  }
+  const create = async (content: string, extra: { subject?: string, priority?: string } = {}, sub = 'alice') => await createMessage(t, app, content, extra, sub)
 
   const percent = await create('100% done')
   const percentWord = await create('100 percent done')
@@ -193,11 +195,7 @@ t.test('GET /v2/messages/search', async (t) => {
 t.test('search terms with spaces', async (t) => {
   const app = await build(t, { testAuth: true })
   await createAuthor(app, 'alice', { name: 'Alice' })
-  async function create (content: string, subject?: string): Promise<Message> {
-    const res = await app.inject({ method: 'POST', url: '/v2/messages', headers: { 'x-test-user': JSON.stringify({ sub: 'alice', role: 'User' }) }, payload: { content, subject } })
-    t.equal(res.statusCode, 201, `created ${JSON.stringify(content)}`)
-    return res.json()
-  }
+  const create = async (content: string, subject?: string) => await createMessage(t, app, content, subject === undefined ? {} : { subject })
   const phrase = await create('Urgent Report due Friday')
   const zero = await create('urgent0report in the log')
   const twoSpaces = await create('urgent  report, spaced out')
