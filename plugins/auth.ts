@@ -9,7 +9,7 @@ import { createUserinfoClient, type UserinfoProfile } from '../src/auth/userinfo
 import { VerifiedTokens } from '../src/auth/verified-tokens.js'
 import { stripTrailingSlash } from '../src/config.js'
 import { UnauthorizedError } from '../src/errors.js'
-import type { LocalUser } from '../src/repositories/users.js'
+import type { LocalUser } from '../src/users/repository.js'
 
 /** SPEC 2.3 / CONTRACT 4: the request-scoped caller, copied from verified claims. */
 export interface AuthenticatedUser {

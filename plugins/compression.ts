@@ -2,10 +2,10 @@
 import { constants } from 'node:zlib'
 import compress from '@fastify/compress'
 import fp from 'fastify-plugin'
-import { BROTLI_QUALITY, COMPRESS_THRESHOLD } from '../src/lib/representation.js'
+import { BROTLI_QUALITY, COMPRESS_THRESHOLD } from '../src/http-cache/representation.js'
 
 /**
- * The cached reads compress their own bytes once per encoding (src/lib/representation.ts) and set
+ * The cached reads compress their own bytes once per encoding (src/http-cache/representation.ts) and set
  * Content-Encoding, which @fastify/compress leaves alone; it compresses everything else as it is
  * sent. Both negotiate with @fastify/accept-negotiator, so both choose alike.
  */

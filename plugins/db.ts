@@ -3,11 +3,11 @@ import { sql } from 'drizzle-orm'
 import fp from 'fastify-plugin'
 import { createDb, createReplica, type Database, type DbOptions } from '../src/db/client.js'
 import { createReadRouter, type ReadRouter } from '../src/db/read-router.js'
-import { createIdempotencyRepository, type IdempotencyRepository } from '../src/repositories/idempotency.js'
-import { createMessageChangesRepository, type MessageChangesRepository } from '../src/repositories/message-changes.js'
-import { createMessagesRepository, type MessagesRepository } from '../src/repositories/messages.js'
-import { createMoviesRepository, type MoviesRepository } from '../src/repositories/movies.js'
-import { createUsersRepository, type UsersRepository } from '../src/repositories/users.js'
+import { createIdempotencyRepository, type IdempotencyRepository } from '../src/idempotency/repository.js'
+import { createMessageChangesRepository, type MessageChangesRepository } from '../src/sync/changes.js'
+import { createMessagesRepository, type MessagesRepository } from '../src/messages/repository.js'
+import { createMoviesRepository, type MoviesRepository } from '../src/movies/repository.js'
+import { createUsersRepository, type UsersRepository } from '../src/users/repository.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

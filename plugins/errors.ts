@@ -7,7 +7,7 @@ import {
   BodyTooLargeError, InvalidIdError, isExpectedUnavailable, isPublicError, LOAD_SHED_CODE, MalformedJsonError,
   RouteNotFoundError, UnsupportedMediaTypeError
 } from '../src/errors.js'
-import { failedParam, validationDetails } from '../src/lib/validation.js'
+import { failedParam, validationDetails } from '../src/http/validation-details.js'
 
 export interface ErrorsPluginOptions {
   /** NODE_ENV=development: 500 bodies carry the real message and the stack (SPEC 7.4). */

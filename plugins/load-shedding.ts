@@ -3,11 +3,11 @@
 import underPressure from '@fastify/under-pressure'
 import fp from 'fastify-plugin'
 import { LoadShedError } from '../src/errors.js'
-import { createShedCounter } from '../src/lib/shed-counter.js'
+import { createShedCounter } from '../src/load-shedding/shed-counter.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Answered 503 by load shedding: its log line is the summary of src/lib/shed-counter.ts. */
+    /** Answered 503 by load shedding: its log line is the summary of src/load-shedding/shed-counter.ts. */
     shed: boolean
   }
 }

@@ -5,8 +5,8 @@ import { sql } from 'drizzle-orm'
 import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { UnauthorizedError } from '../src/errors.js'
-import { heavyReadCounts } from '../src/lib/heavy-reads.js'
-import { deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
+import { heavyReadCounts } from '../src/db/heavy-reads.js'
+import { deepPageReads, type DeepPageRead } from '../src/pages/reader.js'
 
 export interface MetricsPluginOptions {
   /** Bearer token the scrape must present; undefined leaves /metrics open. */
@@ -57,7 +57,7 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
   subscribe('undici:request:create', onUndiciRequest)
 
   // Pages at offset 1,000 or more, by how they were read: from the anchors of their result set, by
-  // the order-statistic counters, or by OFFSET (src/repositories/collection.ts).
+  // the order-statistic counters, or by OFFSET (src/pages/reader.ts).
   const deepPages = new Counter({ name: 'pagination_deep_pages_total', help: 'Pages read at offset 1,000 or more, by table and by how they were located', labelNames: ['table', 'via'] as const, registers: [register] })
   const onDeepPage = (message: unknown): void => {
     const { table, via } = message as DeepPageRead
@@ -70,7 +70,7 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
     deepPageReads.unsubscribe(onDeepPage)
   })
 
-  // Reads that walk many rows, bounded per database handle (src/lib/heavy-reads.ts): how many run,
+  // Reads that walk many rows, bounded per database handle (src/db/heavy-reads.ts): how many run,
   // and how many wait for one of them to end.
   register.registerMetric(new Gauge({
     name: 'db_heavy_reads',

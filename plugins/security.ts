@@ -1,6 +1,6 @@
 // security: the HTTP security headers (helmet) of every response, errors and Swagger UI included; a 304 refreshes a stored 200 and keeps its.
 import fp from 'fastify-plugin'
-import { helmetOptions, securityHeaders } from '../src/lib/security-headers.js'
+import { helmetOptions, securityHeaders } from '../src/http/security-headers.js'
 
 export interface SecurityPluginOptions {
   /** The development identity provider's origin, when it signs Swagger UI in (helmetOptions). */

@@ -2,7 +2,7 @@
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import fp from 'fastify-plugin'
-import { documentOperation, finishDocument } from '../src/lib/openapi.js'
+import { documentOperation, finishDocument } from '../src/openapi/document.js'
 
 export interface SwaggerPluginOptions {
   title: string

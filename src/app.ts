@@ -24,7 +24,7 @@ import moviesRoutes from '../routes/movies/index.js'
 import usersRoutes from '../routes/users/index.js'
 import weatherRoutes from '../routes/weather/index.js'
 import type { AppConfig } from './config.js'
-import { stdoutLines } from './lib/log-stream.js'
+import { stdoutLines } from './logging/log-stream.js'
 import { SHARED_SCHEMAS } from './schemas/shared.js'
 
 export interface BuildOptions {
@@ -124,7 +124,7 @@ export function loggerOptions (
   return { ...options, transport: { target: 'pino-pretty', options: { colorize: isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
 }
 
-/** The process's own logger: loggerOptions, with JSON lines written to stdout without blocking (src/lib/log-stream.ts). */
+/** The process's own logger: loggerOptions, with JSON lines written to stdout without blocking (src/logging/log-stream.ts). */
 export function processLoggerOptions (config: AppConfig): FastifyServerOptions['logger'] {
   const options = loggerOptions(config) as Record<string, unknown>
   // pino-pretty's transport already writes from a worker thread.

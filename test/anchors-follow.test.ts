@@ -1,11 +1,11 @@
 import t, { type Test } from 'tap'
-import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
-import { MESSAGE_COLLECTION } from '../src/repositories/messages.js'
-import { FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, STRIDE, type Anchors } from '../src/lib/rank-anchors.js'
+import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/pages/reader.js'
+import { MESSAGE_COLLECTION } from '../src/messages/repository.js'
+import { FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, STRIDE, type Anchors } from '../src/pages/anchors.js'
 import { lit, rawRows, Rng, run, seedFromEnv } from './helpers/exactness.js'
 import { insertMessagesBySql, updateBySql, world, type World } from './helpers/exactness-messages.js'
 
-// Anchors that follow the rows created since they were read (src/lib/rank-anchors.ts): every deep
+// Anchors that follow the rows created since they were read (src/pages/anchors.ts): every deep
 // page and total exact against a plain ORDER BY ... OFFSET after creations that sort anywhere, while
 // a client creates rows, and after writes that cannot be followed (updates, a TRUNCATE).
 

@@ -1,7 +1,7 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import Fastify from 'fastify'
 import t from 'tap'
-import { chooseEncoding, compress, createRepresentationSender, type Compress } from '../src/lib/representation.js'
+import { chooseEncoding, compress, createRepresentationSender, type Compress } from '../src/http-cache/representation.js'
 import { build } from './helpers/build.js'
 import { createAuthor, createMessages } from './helpers/fixtures.js'
 

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import { createDb, DEFAULT_DATA_DIR, MIGRATIONS_FOLDER, type Database, type DbHandle } from '../src/db/client.js'
 import { movies } from '../src/db/schema.js'
-import { createUsersRepository } from '../src/repositories/users.js'
+import { createUsersRepository } from '../src/users/repository.js'
 import { freshDatabase } from './helpers/database.js'
 import { queryRows } from './helpers/fixtures.js'
 

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import type { App } from '../src/app.js'
-import { decodeSyncToken, encodeSyncToken } from '../src/lib/sync-token.js'
+import { decodeSyncToken, encodeSyncToken } from '../src/sync/token.js'
 import { build } from './helpers/build.js'
 import { createAuthor, createMessages, queryRows } from './helpers/fixtures.js'
 import { quiesce } from './helpers/sync-client.js'
@@ -263,7 +263,7 @@ t.test('the OpenAPI document declares the route, its query and its 200, 400 and 
   const doc = (await app.inject({ url: '/api-docs/json' })).json()
   const op = doc.paths['/v2/messages/changes']?.get
   t.ok(op, 'documented')
-  // Its own 200, 400 and 410, and what every rate-limited operation may answer (src/lib/openapi.ts).
+  // Its own 200, 400 and 410, and what every rate-limited operation may answer (src/openapi/document.ts).
   t.same(Object.keys(op.responses).sort(), ['200', '400', '410', '429', '500', '503'])
   t.same(op.parameters.map((p: { name: string, in: string }) => `${p.in}:${p.name}`).sort(), ['query:limit', 'query:since'])
   t.ok(doc.components.schemas.MessageChanges, 'the answer is a named schema')

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { HEAVY_READS, heavyRead, heavyReadCounts } from '../src/lib/heavy-reads.js'
+import { HEAVY_READS, heavyRead, heavyReadCounts } from '../src/db/heavy-reads.js'
 
 // Reads that walk many rows hold a connection while they run: at most HEAVY_READS of them run at once
 // per database handle, so that they cannot take every connection of the pool.

@@ -1,4 +1,4 @@
-// The process writes its JSON lines without blocking (src/lib/log-stream.ts): a line still reaches
+// The process writes its JSON lines without blocking (src/logging/log-stream.ts): a line still reaches
 // stdout as soon as it is logged when nothing else happens, and none is lost when the process ends,
 // whether it drains on SIGTERM or calls process.exit at once.
 import { spawn } from 'node:child_process'
@@ -64,7 +64,7 @@ t.test('a request line is written at once, every line of a burst is there after 
 // What a crash does: many lines logged in one tick, then process.exit(1) before any write completed.
 const EXITING = `
 import pino from 'pino'
-import { stdoutLines } from './src/lib/log-stream.ts'
+import { stdoutLines } from './src/logging/log-stream.ts'
 const log = pino({}, stdoutLines())
 for (let i = 0; i < 5000; i++) log.info({ n: i }, 'line')
 log.fatal('exiting')

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ANCHOR_BYTES, MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, MOVIE_PAGE_BYTES, SEARCH_IDS, USER_PAGE_BYTES, messageBytes, movieBytes, pageBytes, userBytes } from '../src/lib/memory-budget.js'
+import { ANCHOR_BYTES, MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, MOVIE_PAGE_BYTES, SEARCH_IDS, USER_PAGE_BYTES, messageBytes, movieBytes, pageBytes, userBytes } from '../src/memory/budget.js'
 import { createRandom, generateMessage, seedUser } from '../scripts/seed.js'
 
 const MiB = 1024 * 1024
@@ -16,7 +16,7 @@ t.test('a page of seeded messages is estimated as the heap measured it', async (
     return { ...m, author: { id: i, name: seedUser(i + 1).name } }
   })
   const estimate = pageBytes({ rows, keys: rows.map(() => '2026-01-01T00:00:00.000Z') }, messageBytes)
-  // Heap snapshots: 17.8 KB a cached 25-message page (src/lib/memory-budget.ts). The estimate must not
+  // Heap snapshots: 17.8 KB a cached 25-message page (src/memory/budget.ts). The estimate must not
   // fall below it, or the bound would not hold; nor far above, or the cache would hold needlessly little.
   t.ok(estimate >= 17_800 && estimate <= 23_000, `estimate ${estimate} bytes`)
   t.ok(messageBytes({ content: 'x'.repeat(1000), subject: null, author: {} }) > messageBytes({ content: 'x', subject: null, author: {} }) + 1900,

@@ -149,7 +149,7 @@ t.test('the OpenAPI document', async (t) => {
       t.ok(typeof operation.summary === 'string' && operation.summary.length > 0, 'has a summary')
       t.ok(typeof operation.description === 'string' && operation.description.length > 0, 'has a description')
 
-      // What the service-wide plugins answer (src/lib/openapi.ts), on every operation but the probes.
+      // What the service-wide plugins answer (src/openapi/document.ts), on every operation but the probes.
       const probe = path.startsWith('/health')
       t.ok(operation.responses['500'], 'documents 500')
       if (!probe) {
@@ -174,7 +174,7 @@ t.test('the OpenAPI document', async (t) => {
       for (const status of statuses) {
         const response = operation.responses[status]!
         t.ok(response.description !== undefined && response.description !== 'Default Response', `${status} is described`)
-        // A body-less 4XX is the HTTP server's own refusal (src/lib/openapi.ts); every other error is ErrorBody.
+        // A body-less 4XX is the HTTP server's own refusal (src/openapi/document.ts); every other error is ErrorBody.
         if (/^[45]/.test(status) && !(status === '4XX' && response.content === undefined)) {
           t.equal(response.content?.['application/json']?.schema?.$ref, ERROR_REF, `${status} refers to the shared ErrorBody schema`)
         }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { cursorWindow, placeId } from '../src/lib/ordered-id-cache.js'
+import { cursorWindow, placeId } from '../src/search/ordered-id-cache.js'
 
 // A page by cursor cut from remembered ids must be the page a seek by id reads (CONTRACT 12): after a
 // cursor, the ids beyond it; before one, the last ids ahead of it; and whether any id lies on each side,

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { HEAVY_READS, heavyReadCounts } from '../src/lib/heavy-reads.js'
-import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
-import { MESSAGE_COLLECTION } from '../src/repositories/messages.js'
+import { HEAVY_READS, heavyReadCounts } from '../src/db/heavy-reads.js'
+import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/pages/reader.js'
+import { MESSAGE_COLLECTION } from '../src/messages/repository.js'
 import { rawRows, run, seedFromEnv } from './helpers/exactness.js'
 import { insertMessagesBySql, world } from './helpers/exactness-messages.js'
 
@@ -39,7 +39,7 @@ t.test('deep pages by subject read during writes are each the page of one snapsh
 
   const wrong: string[] = []
   const totals: number[] = []
-  // Walks run at most HEAVY_READS at a time (src/lib/heavy-reads.ts); the rest wait for a slot.
+  // Walks run at most HEAVY_READS at a time (src/db/heavy-reads.ts); the rest wait for a slot.
   const most = { running: 0, waiting: 0 }
   const sampler = setInterval(() => {
     const { running, waiting } = heavyReadCounts()

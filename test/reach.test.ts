@@ -1,14 +1,14 @@
 import t from 'tap'
-import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
-import { MESSAGE_COLLECTION } from '../src/repositories/messages.js'
-import { reachFor } from '../src/lib/reach.js'
-import { MAX_LIMIT, type PageRequest } from '../src/lib/pagination.js'
-import { STRIDE } from '../src/lib/rank-anchors.js'
+import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/pages/reader.js'
+import { MESSAGE_COLLECTION } from '../src/messages/repository.js'
+import { reachFor } from '../src/pages/reach.js'
+import { MAX_LIMIT, type PageRequest } from '../src/pages/pagination.js'
+import { STRIDE } from '../src/pages/anchors.js'
 import { rawRows, seedFromEnv } from './helpers/exactness.js'
 import { insertMessagesBySql, world } from './helpers/exactness-messages.js'
 
 // A page's statement reads as many rows beyond its start as the smallest of a few constant sizes that
-// holds the page (src/lib/reach.ts). A size one row too small loses the page's last row, so the pages
+// holds the page (src/pages/reach.ts). A size one row too small loses the page's last row, so the pages
 // here sit on each size's edge.
 
 const seed = seedFromEnv()

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { SizedLru } from '../src/lib/sized-lru.js'
+import { SizedLru } from '../src/memory/sized-lru.js'
 
 t.test('held within the bound, least recently used out first', async (t) => {
   const lru = new SizedLru<string>(10)

@@ -1,8 +1,8 @@
 import t from 'tap'
-import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/repositories/collection.js'
-import { MESSAGE_COLLECTION } from '../src/repositories/messages.js'
-import type { PageRequest, SortOrder } from '../src/lib/pagination.js'
-import { STRIDE } from '../src/lib/rank-anchors.js'
+import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/pages/reader.js'
+import { MESSAGE_COLLECTION } from '../src/messages/repository.js'
+import type { PageRequest, SortOrder } from '../src/pages/pagination.js'
+import { STRIDE } from '../src/pages/anchors.js'
 import { rawRows, run as run_, seedFromEnv } from './helpers/exactness.js'
 import { insertMessagesBySql, world } from './helpers/exactness-messages.js'
 
@@ -62,7 +62,7 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
   }
   const start = vias.length
   // Each page 10 rows after an anchor and of at most 12 rows: all of them read with the same statement
-  // (a page's statement comes in sizes, src/lib/reach.ts; these need the smallest).
+  // (a page's statement comes in sizes, src/pages/reach.ts; these need the smallest).
   for (let run = 0; run < RUNS; run++) await read({ offset: 4 * STRIDE + 3 * STRIDE * run + 10, limit: 5 + run, sort: 'id', order: 'asc' })
   t.equal(vias.slice(start).filter((read) => read.via === 'anchor').length, RUNS, 'then every deep page from anchors')
 

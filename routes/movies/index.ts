@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { pageLinks } from '../../src/lib/links.js'
-import { readPage } from '../../src/lib/pagination.js'
-import { createRepresentationSender } from '../../src/lib/representation.js'
-import { MOVIE_SORT_FIELDS } from '../../src/repositories/movies.js'
+import { pageLinks } from '../../src/pages/links.js'
+import { readPage } from '../../src/pages/pagination.js'
+import { createRepresentationSender } from '../../src/http-cache/representation.js'
+import { MOVIE_SORT_FIELDS } from '../../src/movies/repository.js'
 import { ErrorRef, NotModified, Ref } from '../../src/schemas/common.js'
 import { MovieListQuery, MoviePageSchema } from '../../src/schemas/movies.js'
 

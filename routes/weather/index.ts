@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { MissingQueryError, NotConfiguredError } from '../../src/errors.js'
-import { createWeatherClient, type WeatherClient } from '../../src/lib/weather-client.js'
+import { createWeatherClient, type WeatherClient } from '../../src/upstream/weather-client.js'
 import { bearerAuth, ErrorRef, Ref } from '../../src/schemas/common.js'
 import { WeatherSchema } from '../../src/schemas/weather.js'
 

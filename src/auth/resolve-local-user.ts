@@ -1,5 +1,5 @@
 import { IdentityProviderError } from '../errors.js'
-import type { LocalUser, UsersRepository } from '../repositories/users.js'
+import type { LocalUser, UsersRepository } from '../users/repository.js'
 import { DEFAULT_ROLE, isRole } from './roles.js'
 import type { UserinfoProfile } from './userinfo.js'
 

@@ -44,7 +44,7 @@ export const messages = pgTable('messages', {
   index('messages_priority_subject_id_idx').on(t.priority, t.subject, t.id),
   index('messages_author_id_id_idx').on(t.authorId, t.id),
   // Search (CONTRACT 6): ILIKE on content and subject is served by trigram indexes. Content's is over
-  // its words joined (src/repositories/search-match.ts), so a phrase's trigrams span its spaces.
+  // its words joined (src/search/match.ts), so a phrase's trigrams span its spaces.
   index('messages_content_words_trgm_idx').using('gin', sql`(replace(lower(${t.content}), ' ', '0')) gin_trgm_ops`),
   // A phrase's word joins (drizzle/0012): the three letters either side of each space between words.
   index('messages_content_joins_idx').using('gin', sql`message_word_joins(${t.content})`),

@@ -23,7 +23,7 @@ export function DbText (options: StringOptions & { required?: boolean } = {}): T
 }
 
 // Documentation that the validation leaves to the handler, which answers with its own error or falls
-// back (src/lib/openapi.ts turns them into the parameter's enum and required):
+// back (src/openapi/document.ts turns them into the parameter's enum and required):
 /** The values that mean something (generated clients type them); any other value falls back (SPEC 4.9). */
 export const DOCUMENTED_ENUM = 'x-enum'
 /** A parameter the operation needs; its absence is answered by the handler's own 400, not a validation failure. */

@@ -1,7 +1,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { PRIORITY_VALUES } from '../db/schema.js'
-import { MESSAGE_SORT_FIELDS } from '../repositories/messages.js'
-import { collectionQuery, LenientInteger, pageSchema } from '../lib/pagination.js'
+import { MESSAGE_SORT_FIELDS } from '../messages/repository.js'
+import { collectionQuery, LenientInteger, pageSchema } from '../pages/pagination.js'
 import { DbText, DOCUMENTED_REQUIRED, Ref, StringEnum, Timestamp } from './common.js'
 
 /** Who wrote a message: the local user's id and name. */

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { collectionQuery, pageSchema } from '../lib/pagination.js'
-import { MOVIE_SORT_FIELDS } from '../repositories/movies.js'
+import { collectionQuery, pageSchema } from '../pages/pagination.js'
+import { MOVIE_SORT_FIELDS } from '../movies/repository.js'
 import { DbText } from './common.js'
 
 export const MovieSchema = Type.Object({

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ROLE_VALUES } from '../db/schema.js'
-import { collectionQuery, pageSchema } from '../lib/pagination.js'
-import { USER_SORT_FIELDS } from '../repositories/users.js'
+import { collectionQuery, pageSchema } from '../pages/pagination.js'
+import { USER_SORT_FIELDS } from '../users/repository.js'
 import { StringEnum, Timestamp } from './common.js'
 
 export const UserSchema = Type.Object({

@@ -2,11 +2,11 @@ import { eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
 import type { ReadRouter } from '../db/read-router.js'
-import type { Conditional, Revalidated } from '../lib/entity-tag.js'
-import type { PageRequest, PageResult } from '../lib/pagination.js'
-import { USER_PAGE_BYTES, pageBytes, userBytes } from '../lib/memory-budget.js'
-import { VersionedCache, VersionGate } from '../lib/version-cache.js'
-import { createCollectionReader, hashKey, isoTimestamp, placeholder } from './collection.js'
+import type { Conditional, Revalidated } from '../http-cache/entity-tag.js'
+import type { PageRequest, PageResult } from '../pages/pagination.js'
+import { USER_PAGE_BYTES, pageBytes, userBytes } from '../memory/budget.js'
+import { VersionedCache, VersionGate } from '../http-cache/version-cache.js'
+import { createCollectionReader, hashKey, isoTimestamp, placeholder } from '../pages/reader.js'
 
 export type Role = typeof ROLE_VALUES[number]
 

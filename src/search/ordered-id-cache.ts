@@ -1,4 +1,4 @@
-import { SizedLru } from './sized-lru.js'
+import { SizedLru } from '../memory/sized-lru.js'
 
 /**
  * The ordered ids of a result set, remembered with the version of the table they were read at.

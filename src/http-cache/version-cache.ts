@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement, type Statement } from '../db/statement.js'
-import { versionSql } from '../repositories/collection.js'
+import { versionSql } from '../pages/reader.js'
 import { entityTag, ifNoneMatch, type Conditional, type Revalidated } from './entity-tag.js'
-import { sharedRead } from './shared-read.js'
-import { SizedLru } from './sized-lru.js'
+import { sharedRead } from '../db/shared-read.js'
+import { SizedLru } from '../memory/sized-lru.js'
 
 // Collection reads are remembered with the versions of the tables they read (drizzle/0006: every
 // row any statement writes, from any client, grows its table's version). Each request reads the

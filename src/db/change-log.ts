@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import type { ChangeLog } from './collection.js'
+import type { ChangeLog } from '../pages/reader.js'
 
 // The change log of drizzle/0010, read by delta sync (./message-changes.ts) and by the anchors that
 // follow created rows (./collection.ts). Scalar subqueries, so that the planner knows each is one row.

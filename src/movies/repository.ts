@@ -2,11 +2,11 @@ import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
 import type { MovieRow } from '../db/schema.js'
-import type { Conditional, Revalidated } from '../lib/entity-tag.js'
-import type { PageRequest, PageResult } from '../lib/pagination.js'
-import { MOVIE_PAGE_BYTES, movieBytes, pageBytes } from '../lib/memory-budget.js'
-import { VersionedCache } from '../lib/version-cache.js'
-import { createCollectionReader, hashKey, placeholder, plainKey } from './collection.js'
+import type { Conditional, Revalidated } from '../http-cache/entity-tag.js'
+import type { PageRequest, PageResult } from '../pages/pagination.js'
+import { MOVIE_PAGE_BYTES, movieBytes, pageBytes } from '../memory/budget.js'
+import { VersionedCache } from '../http-cache/version-cache.js'
+import { createCollectionReader, hashKey, placeholder, plainKey } from '../pages/reader.js'
 
 export type Movie = MovieRow
 

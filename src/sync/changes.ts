@@ -4,10 +4,10 @@ import type { ReadRouter } from '../db/read-router.js'
 import { inBatches } from '../db/batches.js'
 import { rawStatement, statement, type RawRow } from '../db/statement.js'
 import { InvalidSyncTokenError, SyncTokenExpiredError } from '../errors.js'
-import { sharedRead } from '../lib/shared-read.js'
-import { decodeSyncToken, encodeSyncToken, type ChangesPosition, type SyncPosition } from '../lib/sync-token.js'
-import { LOG_EPOCH, LOG_HORIZON } from './change-log.js'
-import { MESSAGE_SOURCE, messageJsonSql } from './message-row.js'
+import { sharedRead } from '../db/shared-read.js'
+import { decodeSyncToken, encodeSyncToken, type ChangesPosition, type SyncPosition } from './token.js'
+import { LOG_EPOCH, LOG_HORIZON } from '../db/change-log.js'
+import { MESSAGE_SOURCE, messageJsonSql } from '../messages/row.js'
 
 // Delta sync (CONTRACT 12) over the change log of drizzle/0010.
 //

@@ -1,4 +1,4 @@
-import type { Database } from '../db/client.js'
+import type { Database } from './client.js'
 
 /**
  * Shares one read among every request that wants it at about the same time, per database: a request

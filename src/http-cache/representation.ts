@@ -3,7 +3,7 @@ import { brotliCompress, brotliCompressSync, constants, gzip, gzipSync } from 'n
 import negotiate from '@fastify/accept-negotiator'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { conditionalFor, type Conditional, type Revalidated } from './entity-tag.js'
-import { SECURITY_HEADER_NAMES } from './security-headers.js'
+import { SECURITY_HEADER_NAMES } from '../http/security-headers.js'
 
 // The tagged, serialized and compressed answer of a read (CONTRACT 12), made in one place. A payload
 // object the caches serve again (a remembered page, a remembered message) is serialized once with the

@@ -1,7 +1,7 @@
 /**
  * Values by key, bounded by the sum of their sizes (bytes, ids: whatever the owner counts), the least
  * recently used going first. The one eviction policy of every cache in the service; the bounds are in
- * src/lib/memory-budget.ts.
+ * src/memory/budget.ts.
  */
 export class SizedLru<V> {
   // A Map iterates in insertion order: re-inserting a key on use keeps the oldest first.

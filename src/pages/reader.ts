@@ -4,11 +4,11 @@ import { sql, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement, type Statement } from '../db/statement.js'
 import { InvalidCursorError } from '../errors.js'
-import { heavyRead } from '../lib/heavy-reads.js'
-import { ANCHOR_BYTES } from '../lib/memory-budget.js'
-import { beside, MAX_LIMIT, type Cursor, type PageRequest, type PageResult, type Position, type SortOrder } from '../lib/pagination.js'
-import { reachFor } from '../lib/reach.js'
-import { AnchorCache, anchorFor, FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, recordMoves, STRIDE, type AnchorOrigin, type Anchors, type FollowedAnchor } from '../lib/rank-anchors.js'
+import { heavyRead } from '../db/heavy-reads.js'
+import { ANCHOR_BYTES } from '../memory/budget.js'
+import { beside, MAX_LIMIT, type Cursor, type PageRequest, type PageResult, type Position, type SortOrder } from './pagination.js'
+import { reachFor } from './reach.js'
+import { AnchorCache, anchorFor, FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, recordMoves, STRIDE, type AnchorOrigin, type Anchors, type FollowedAnchor } from './anchors.js'
 
 // One implementation of reading a page of any collection (CONTRACT 7: exact at any depth, whoever
 // writes). Totals come from the trigger-maintained counters of drizzle/0006 when the filters are one
@@ -16,7 +16,7 @@ import { AnchorCache, anchorFor, FOLLOW_MAX, FOLLOW_REACH, followCandidates, fol
 // index are located in it: a few short range reads of bucket counts and a seek, whatever the depth.
 // Any other page is read with OFFSET from whichever end of the index is nearer. A page asked for by
 // cursor is a seek from the cursor's position on the (key, id) index that serves the sort. A deep page
-// whose result set has anchors (src/lib/rank-anchors.ts) is a seek from the anchor before it, whatever
+// whose result set has anchors (src/pages/anchors.ts) is a seek from the anchor before it, whatever
 // the sort: fewer than 256 index entries skipped, no counters read; after rows were created, from the
 // anchor before it once each has moved by the created rows before it (the table's change log).
 
@@ -58,7 +58,7 @@ export interface CollectionSpec<S extends string, F extends string> {
   ranked: { dims: Partial<Record<S, RankedDim>>, filter?: F }
   /**
    * The table's change log, when it has one: anchors then follow the rows created since they were
-   * read (src/lib/rank-anchors.ts) instead of being retired by the first write.
+   * read (src/pages/anchors.ts) instead of being retired by the first write.
    */
   changes?: ChangeLog
 }
@@ -310,7 +310,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
 
   /**
    * A page located in the order-statistic index. Its `page` reads `reach` rows, a constant at least the
-   * page's limit (src/lib/reach.ts), and the rows beyond `limit` are dropped before the join: with a
+   * page's limit (src/pages/reach.ts), and the rows beyond `limit` are dropped before the join: with a
    * LIMIT parameter, the generic plan was priced for an unknown row count and never chosen, and
    * PostgreSQL planned the statement on every execution (1.4 ms at rest, 5.7 ms under load, against
    * about 2 ms to run it).

@@ -3,7 +3,7 @@
  *
  * Each bound counts heap bytes as a heap snapshot counts them, not the length of the text: a cached page
  * is its row objects, their strings (content, subject, names, timestamps, cursor keys) and the
- * serialized body the representation keeps with it (src/lib/representation.ts), in which the text
+ * serialized body the representation keeps with it (src/http-cache/representation.ts), in which the text
  * appears a second time. Measured: heap snapshots of the service after the same random load, holding
  * 4,666 and then 1,400 cached 25-message pages, differ by 17.8 KB a page; the estimate below gives
  * 19.3 KB for those pages (twice the text, plus about 450 bytes a row), erring on the safe side.
@@ -23,7 +23,7 @@ export const MESSAGE_ITEM_BYTES = 4 * MiB
 /** The ordered ids of search terms' matches, 8 bytes each (Float64Array): 1,048,576 ids. */
 export const SEARCH_IDS = MiB
 /**
- * Anchors of deep pages (src/lib/rank-anchors.ts), per database handle: an id and a sort key for every
+ * Anchors of deep pages (src/pages/anchors.ts), per database handle: an id and a sort key for every
  * 256 rows of a result set, 16 to 60 bytes each: some 20,000,000 rows in all at 10,000,000 messages.
  */
 export const ANCHOR_BYTES = 4 * MiB

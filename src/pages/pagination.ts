@@ -4,7 +4,7 @@ import { asc, desc, type SQL } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
 import { InvalidCursorError, RetrieveFailedError } from '../errors.js'
 import { DOCUMENTED_ENUM, Ref } from '../schemas/common.js'
-import type { Revalidated } from './entity-tag.js'
+import type { Revalidated } from '../http-cache/entity-tag.js'
 
 // The collection convention of SPEC 4.9 and CONTRACT 7/10, implemented once. Each collection
 // declares its sort allowlist and its filters; everything else here is shared.

@@ -1,9 +1,9 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement } from '../db/statement.js'
-import { isoTimestamp } from './collection.js'
-import { MESSAGE_COLUMNS, MESSAGES_PATH, messageJsonSql, toMessage, type MessageRow } from './message-row.js'
-import type { Message, NewMessage } from './messages.js'
+import { isoTimestamp } from '../pages/reader.js'
+import { MESSAGE_COLUMNS, MESSAGES_PATH, messageJsonSql, toMessage, type MessageRow } from './row.js'
+import type { Message, NewMessage } from './repository.js'
 
 // Concurrent creates are written together: while a few inserts are in flight, new ones queue and
 // go as one multi-row INSERT, one statement, one commit, one WAL flush and one trigger run for the

@@ -3,17 +3,17 @@ import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
 import { PRIORITY_VALUES } from '../db/schema.js'
 import { statement } from '../db/statement.js'
-import type { PageRequest, PageResult } from '../lib/pagination.js'
-import { cursorWindow, OrderedIdCache, type OrderedIds } from '../lib/ordered-id-cache.js'
-import type { Conditional, Revalidated } from '../lib/entity-tag.js'
-import { heavyRead } from '../lib/heavy-reads.js'
-import { MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, SEARCH_IDS, messageBytes, pageBytes } from '../lib/memory-budget.js'
-import { VersionedCache } from '../lib/version-cache.js'
-import { MESSAGE_CHANGE_LOG } from './change-log.js'
-import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type CollectionSpec, type FilterValues } from './collection.js'
-import { createMessageWriter, type IdempotentWrite, type KeyedOutcome } from './message-writer.js'
-import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './message-row.js'
-import { hasWordJoins, likePattern, matchingRowsSql, narrowedPattern, termMatches } from './search-match.js'
+import type { PageRequest, PageResult } from '../pages/pagination.js'
+import { cursorWindow, OrderedIdCache, type OrderedIds } from '../search/ordered-id-cache.js'
+import type { Conditional, Revalidated } from '../http-cache/entity-tag.js'
+import { heavyRead } from '../db/heavy-reads.js'
+import { MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, SEARCH_IDS, messageBytes, pageBytes } from '../memory/budget.js'
+import { VersionedCache } from '../http-cache/version-cache.js'
+import { MESSAGE_CHANGE_LOG } from '../db/change-log.js'
+import { countedTotalSql, createCollectionReader, hashKey, locateSql, placeholder, plainKey, versionSql, type CollectionSpec, type FilterValues } from '../pages/reader.js'
+import { createMessageWriter, type IdempotentWrite, type KeyedOutcome } from './writer.js'
+import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './row.js'
+import { hasWordJoins, likePattern, matchingRowsSql, narrowedPattern, termMatches } from '../search/match.js'
 
 export { likePattern }
 
@@ -48,7 +48,7 @@ type ReaderFilter = FilterName | 'term'
 
 const isBigintId = (value: string | number) => !Number.isSafeInteger(value) || Number(value) < 1
 
-/** The messages as a collection: its sorts, filters and counters (src/repositories/collection.ts). */
+/** The messages as a collection: its sorts, filters and counters (src/pages/reader.ts). */
 export const MESSAGE_COLLECTION: CollectionSpec<MessageSort, ReaderFilter> = {
   table: 'messages',
   from: MESSAGE_SOURCE,
@@ -145,7 +145,7 @@ const deleteAsStatement = statement<{ found: boolean, deleted: boolean, known: b
 export type DeleteOutcome = 'deleted' | 'absent' | 'forbidden' | 'unknown-caller'
 
 // Pages of the list and of search, remembered until any write to messages or users (authors' names);
-// bounds and sizes in src/lib/memory-budget.ts.
+// bounds and sizes in src/memory/budget.ts.
 const pageSize = (page: PageResult<Message>) => pageBytes(page, messageBytes)
 // The normalised request: it keys the cache and, with the versions, the page's tag (CONTRACT 12).
 const pageKey = (kind: string, filters: MessageFilters, page: PageRequest<MessageSort>, term = '') =>
