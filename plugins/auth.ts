@@ -1,15 +1,16 @@
-// auth: the authentication chain of SPEC 5.2 (verifyJwt → attachUser → handleAuthError) and resolveLocalUser.
+// auth: the authentication chain of SPEC 5.2 (verifyJwt → attachUser → handleAuthError), resolveLocalUser and asLocalUser.
 import fastifyJwt from '@fastify/jwt'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { createKeyResolver } from '../src/auth/jwks.js'
+import { provisionOnFirstUse, type UnknownCaller } from '../src/auth/provision-on-first-use.js'
 import { createLocalUserResolver } from '../src/auth/resolve-local-user.js'
 import { DEFAULT_ROLE } from '../src/auth/roles.js'
 import { createUserinfoClient, type UserinfoProfile } from '../src/auth/userinfo.js'
 import { VerifiedTokens } from '../src/auth/verified-tokens.js'
 import { stripTrailingSlash } from '../src/config.js'
 import { UnauthorizedError } from '../src/errors.js'
-import type { LocalUser } from '../src/users/repository.js'
+import type { LocalUser } from '../src/schemas/users.js'
 
 /** SPEC 2.3 / CONTRACT 4: the request-scoped caller, copied from verified claims. */
 export interface AuthenticatedUser {
@@ -32,6 +33,11 @@ declare module 'fastify' {
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
     /** The caller's local user record, provisioned from userinfo on first sight (SPEC 5.5). */
     resolveLocalUser: (request: FastifyRequest) => Promise<LocalUser>
+    /**
+     * Runs `attempt` as the caller; when it answers null (the caller has no local user yet), provisions
+     * the local user as resolveLocalUser does and runs it once more.
+     */
+    asLocalUser: <T>(request: FastifyRequest, attempt: () => Promise<T | UnknownCaller>) => Promise<T>
   }
 }
 
@@ -157,7 +163,7 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
     }
   })
 
-  app.decorate('resolveLocalUser', async function resolveLocalUser (request: FastifyRequest): Promise<LocalUser> {
+  async function resolveLocalUser (request: FastifyRequest): Promise<LocalUser> {
     const user = request.user
     if (user === null) throw new UnauthorizedError()
     const token = bearerToken(request)
@@ -165,6 +171,12 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
       ? async (): Promise<UserinfoProfile> => ({ sub: user.sub, email: user.email ?? null, name: user.name ?? null, role: user.role })
       : () => userinfo.fetch(token)
     return resolve(user.sub, loadProfile)
+  }
+
+  app.decorate('resolveLocalUser', resolveLocalUser)
+
+  app.decorate('asLocalUser', function asLocalUser<T> (request: FastifyRequest, attempt: () => Promise<T | UnknownCaller>): Promise<T> {
+    return provisionOnFirstUse(attempt, () => resolveLocalUser(request))
   })
 }, { name: 'auth', fastify: '5.x', dependencies: ['db'] })
 

@@ -6,7 +6,7 @@ import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { UnauthorizedError } from '../src/errors.js'
 import { heavyReadCounts } from '../src/db/heavy-reads.js'
-import { deepPageReads, type DeepPageRead } from '../src/pages/reader.js'
+import { deepPageReads, type DeepPageRead } from '../src/pages/deep-page-reads.js'
 
 export interface MetricsPluginOptions {
   /** Bearer token the scrape must present; undefined leaves /metrics open. */

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { DatabaseUnavailableError, DrainingError } from '../src/errors.js'
+import { checkReadiness } from '../src/db/readiness.js'
 import { ErrorRef, HealthSchema, Ref } from '../src/schemas/common.js'
 
 const health: FastifyPluginAsyncTypebox = async function (app) {
@@ -32,16 +32,7 @@ const health: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: Ref(HealthSchema), 503: ErrorRef }
     }
   }, async function () {
-    // From the moment a shutdown signal arrives, so a load balancer stops sending traffic. An
-    // expected answer, not a failure: the error handler logs it at debug.
-    if (isDraining()) throw new DrainingError()
-    try {
-      await pingDatabase()
-    } catch (err) {
-      // A real outage: one error line, whose err carries the driver's error as its cause.
-      throw new DatabaseUnavailableError({ cause: err })
-    }
-    return { ok: true as const }
+    return await checkReadiness({ isDraining, pingDatabase })
   })
 }
 

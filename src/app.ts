@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
-import type { IncomingMessage } from 'node:http'
+import type { IncomingMessage, Server } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { LogController, type FastifyHttpOptions, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import authPlugin from '../plugins/auth.js'
 import compressionPlugin from '../plugins/compression.js'
 import corsPlugin from '../plugins/cors.js'
@@ -136,10 +136,10 @@ function trustProxyOption (trust: AppConfig['trustProxy']): FastifyServerOptions
   return typeof trust === 'number' ? (_address: string, hop: number) => hop < trust : trust
 }
 
-export async function buildApp (config: AppConfig, options: BuildOptions = {}): Promise<App> {
-  const errorHandler = createErrorHandler(config.development)
+/** The server's own options: logging, timeouts, limits, and the error shape of what fails before routing. */
+function serverOptions (config: AppConfig, options: BuildOptions, errorHandler: ReturnType<typeof createErrorHandler>): FastifyHttpOptions<Server> {
   const timeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
-  const app = Fastify({
+  return {
     logger: options.logger ?? loggerOptions(config),
     genReqId: requestId,
     // One line per request from plugins/request-log.ts instead of Fastify's two.
@@ -166,7 +166,12 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     },
     // What Node's HTTP parser rejects (malformed bytes, oversized headers, slow clients): same shape.
     clientErrorHandler
-  }).withTypeProvider<TypeBoxTypeProvider>()
+  }
+}
+
+export async function buildApp (config: AppConfig, options: BuildOptions = {}): Promise<App> {
+  const errorHandler = createErrorHandler(config.development)
+  const app = Fastify(serverOptions(config, options, errorHandler)).withTypeProvider<TypeBoxTypeProvider>()
 
   app.addHook('onRequest', function (request, reply, done) {
     reply.header('x-request-id', request.id)

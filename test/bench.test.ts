@@ -8,9 +8,10 @@ import { freshDatabase } from './helpers/database.js'
 import { renderCurveMarkdown, renderCurveSvg } from '../bench/curve.js'
 import { pageQuery } from '../bench/paths.js'
 import { shuffled } from '../bench/sequence.js'
-import { SERVICE_NODE_ARGS } from '../bench/service-args.js'
 import { startWriter } from '../bench/writer.js'
-import { copyTimestamp, createRandom, generateMessage, messageContent, rarePhrases, SEARCH_WORDS, seedDatabase } from '../scripts/seed.js'
+import { copyTimestamp, generateMessage, messageContent, rarePhrases, SEARCH_WORDS, seedDatabase } from '../scripts/seed.js'
+import { createRandom } from '../scripts/seeded-random.js'
+import { SERVICE_NODE_ARGS } from '../scripts/service-args.js'
 
 const measurement = (rps: number, problems: string[] = []): Measurement =>
   ({ requests: rps * 8, rps, p50: 1.5, p99: 12, non2xx: problems.length, errors: 0, peakRssMb: 120, health: { count: 160, failed: 0, p99: 3.25, max: 4.5 }, problems })

@@ -1,12 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
-import { createCollectionReader, deepPageReads, type DeepPageRead, type DeepPageVia } from '../src/pages/reader.js'
-import { MESSAGE_COLLECTION } from '../src/messages/repository.js'
-import { AnchorCache, anchorBytes, anchorFor, STRIDE, type Anchors } from '../src/pages/anchors.js'
+import { createCollectionReader } from '../src/pages/reader.js'
+import { deepPageReads, type DeepPageRead, type DeepPageVia } from '../src/pages/deep-page-reads.js'
+import { MESSAGE_COLLECTION } from '../src/messages/collection.js'
+import { AnchorCache, anchorBytes, anchorFor, STRIDE, type Anchors } from '../src/pages/anchors/anchor-set.js'
 import { lit, rawRows, run, seedFromEnv } from './helpers/exactness.js'
 import { deleteBySql, insertMessagesBySql, updateBySql, world, type World } from './helpers/exactness-messages.js'
 
-// Deep pages read from the anchors of their result set (src/pages/anchors.ts): every sort, order and
+// Deep pages read from the anchors of their result set (src/pages/anchors/anchor-set.ts): every sort, order and
 // counted filter, compared with a naive ORDER BY ... OFFSET, before the anchors exist, once they do,
 // and after writes that make them out of date.
 

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { ANCHOR_BYTES, MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, MOVIE_PAGE_BYTES, SEARCH_IDS, USER_PAGE_BYTES, messageBytes, movieBytes, pageBytes, userBytes } from '../src/memory/budget.js'
-import { createRandom, generateMessage, seedUser } from '../scripts/seed.js'
+import { generateMessage, seedUser } from '../scripts/seed.js'
+import { createRandom } from '../scripts/seeded-random.js'
 
 const MiB = 1024 * 1024
 

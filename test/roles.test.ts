@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { App } from '../src/app.js'
 import { DEFAULT_ROLE, hasRoleAtLeast, isRole, ROLES, roleRank, type Role } from '../src/auth/roles.js'
-import type { LocalUser } from '../src/users/repository.js'
+import type { LocalUser } from '../src/schemas/users.js'
 import { build } from './helpers/build.js'
 import { createAuthor, createMessages } from './helpers/fixtures.js'
 import { pageBody } from './helpers/pagination.js'

@@ -1,15 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { FastifyRequest } from 'fastify'
-import { hasRoleAtLeast } from '../../src/auth/roles.js'
-import { ForbiddenError, IdempotencyKeyInProgressError, MissingQueryError, NotFoundError } from '../../src/errors.js'
+import { MissingQueryError } from '../../src/errors.js'
 import { found } from '../../src/http-cache/entity-tag.js'
-import { parseIdempotencyKey, requestFingerprint } from '../../src/idempotency/key.js'
+import { createIdempotentCreator } from '../../src/idempotency/idempotent-create.js'
 import { pageLinks } from '../../src/pages/links.js'
-import { clampLimit, readPage } from '../../src/pages/pagination.js'
+import { clampLimit } from '../../src/pages/request.js'
+import { readPage } from '../../src/pages/page.js'
 import { createRepresentationSender, sendJson } from '../../src/http-cache/representation.js'
 import { messageLocation } from '../../src/messages/row.js'
-import { MESSAGE_SORT_FIELDS, type NewMessage } from '../../src/messages/repository.js'
+import { MESSAGE_SORT_FIELDS } from '../../src/schemas/messages.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import {
   CreateMessageBody, createdMessageResponse, IdempotencyKeyHeaders, keyInProgressResponse, keyReusedResponse, MessageChangesQuery,
@@ -24,6 +23,8 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
   const sendList = createRepresentationSender({ cacheControl: 'no-cache' })
   const sendSearch = createRepresentationSender({ cacheControl: 'no-cache' })
   const sendMessage = createRepresentationSender({ cacheControl: 'no-cache' })
+  // CONTRACT 12: with an Idempotency-Key, a retried create is answered with the first 201.
+  const createIdempotently = createIdempotentCreator(idempotencyRepository)
 
   app.get('/', {
     schema: {
@@ -89,23 +90,8 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     return sendMessage(request, reply, async (conditional) => found(await messagesRepository.getById(request.params.id, conditional), 'Message'))
   })
 
-  // The common case is one statement: the author is found by subject while inserting. A subject
-  // seen for the first time is provisioned (SPEC 5.5), then inserted.
-  async function asCaller<T> (request: FastifyRequest, create: () => Promise<T | null>): Promise<T> {
-    const created = await create()
-    if (created !== null) return created
-    await app.resolveLocalUser(request)
-    const again = await create()
-    if (again === null) throw new Error('local user vanished while creating a message')
-    return again
-  }
-
   app.post('/', {
     onRequest: app.authenticate,
-    // CONTRACT 12: a request that meets its key's first one still running may retry in a second.
-    onError: async function (_request, reply, error) {
-      if (error instanceof IdempotencyKeyInProgressError) reply.header('retry-after', '1')
-    },
     schema: {
       tags: ['messages'],
       operationId: 'createMessage',
@@ -126,17 +112,11 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     const { sub } = request.user!
-    const input: NewMessage = request.body
-    const key = parseIdempotencyKey(request.headers['idempotency-key'])
-    if (key === undefined) {
-      const message = await asCaller(request, () => messagesRepository.create(sub, input))
-      return reply.code(201).header('location', messageLocation(message.id)).send(message)
-    }
-    const idempotent = { key, fingerprint: requestFingerprint(request.body) }
-    const response = await idempotencyRepository.once({ subjectId: sub, ...idempotent },
-      () => asCaller(request, () => messagesRepository.createKeyed(sub, input, idempotent)))
-    if (response.replayed) reply.header('idempotent-replayed', 'true')
-    return sendJson(reply.code(response.status as 201).header('location', response.location), response.body)
+    return createIdempotently(request, reply, {
+      create: () => app.asLocalUser(request, () => messagesRepository.create(sub, request.body)),
+      location: (message) => messageLocation(message.id),
+      createKeyed: (write) => app.asLocalUser(request, () => messagesRepository.createKeyed(sub, request.body, write))
+    })
   })
 
   app.delete('/:id', {
@@ -151,17 +131,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       response: { 204: Type.Null({ description: 'Deleted' }), 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 404: ErrorRef, 502: ErrorRef }
     }
   }, async function (request, reply) {
-    const { id } = request.params
-    const { sub, role } = request.user!
-    const caller = { subjectId: sub, mayDeleteAny: hasRoleAtLeast(role, 'Moderator') }
-    let outcome = await messagesRepository.deleteAs(id, caller)
-    if (outcome === 'unknown-caller') {
-      // A subject seen for the first time is provisioned (SPEC 5.5; 502 when userinfo fails), then retried.
-      await app.resolveLocalUser(request)
-      outcome = await messagesRepository.deleteAs(id, caller)
-    }
-    if (outcome === 'absent') throw new NotFoundError('Message')
-    if (outcome !== 'deleted') throw new ForbiddenError()
+    await app.asLocalUser(request, () => messagesRepository.deleteAs(request.params.id, request.user!))
     return reply.code(204).send(null)
   })
 }

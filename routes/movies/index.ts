@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { pageLinks } from '../../src/pages/links.js'
-import { readPage } from '../../src/pages/pagination.js'
+import { readPage } from '../../src/pages/page.js'
 import { createRepresentationSender } from '../../src/http-cache/representation.js'
-import { MOVIE_SORT_FIELDS } from '../../src/movies/repository.js'
+import { MOVIE_SORT_FIELDS } from '../../src/schemas/movies.js'
 import { ErrorRef, NotModified, Ref } from '../../src/schemas/common.js'
 import { MovieListQuery, MoviePageSchema } from '../../src/schemas/movies.js'
 

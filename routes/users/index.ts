@@ -1,13 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyRequest } from 'fastify'
-import { hasRoleAtLeast } from '../../src/auth/roles.js'
-import { ForbiddenError } from '../../src/errors.js'
 import { found } from '../../src/http-cache/entity-tag.js'
 import { pageLinks } from '../../src/pages/links.js'
-import { readPage } from '../../src/pages/pagination.js'
+import { readPage } from '../../src/pages/page.js'
 import { callerScope, createRepresentationSender } from '../../src/http-cache/representation.js'
-import type { LocalUser } from '../../src/users/repository.js'
-import { USER_SORT_FIELDS } from '../../src/users/repository.js'
+import type { LocalUser } from '../../src/schemas/users.js'
+import { USER_SORT_FIELDS } from '../../src/schemas/users.js'
+import { visibleUser } from '../../src/users/visible-user.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import { UserListQuery, UserPageSchema, UserSchema } from '../../src/schemas/users.js'
 
@@ -66,17 +64,9 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     const { id } = request.params
-    return sendUser(request, reply, async (conditional) => found(await usersRepository.revalidate(`user:${id}`, conditional, async () => visibleUser(request, id), exists), 'User'))
+    return sendUser(request, reply, async (conditional) => found(await usersRepository.revalidate(`user:${id}`, conditional,
+      async () => visibleUser(usersRepository, await app.resolveLocalUser(request), request.user!.role, id), exists), 'User'))
   })
-
-  /** The user `id` as the caller may see it: themselves, or anyone for Admin or higher. */
-  async function visibleUser (request: FastifyRequest, id: number): Promise<LocalUser | null> {
-    const me = await app.resolveLocalUser(request)
-    if (me.id === id) return me
-    // CONTRACT 10: below Admin, another id is 403 whether or not it exists.
-    if (!hasRoleAtLeast(request.user!.role, 'Admin')) throw new ForbiddenError()
-    return usersRepository.findById(id)
-  }
 }
 
 export default users

@@ -1,18 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import { MissingQueryError, NotConfiguredError } from '../../src/errors.js'
-import { createWeatherClient, type WeatherClient } from '../../src/upstream/weather-client.js'
+import { createWeatherService, type WeatherServiceOptions } from '../../src/upstream/weather-service.js'
 import { bearerAuth, ErrorRef, Ref } from '../../src/schemas/common.js'
 import { WeatherSchema } from '../../src/schemas/weather.js'
 
-export interface WeatherRoutesOptions {
-  /** WEATHER_API_KEY; unset or blank makes every route of the router answer 500. */
-  apiKey?: string | undefined
-  /** WEATHER_API_URL. */
-  url: string
-  /** Upstream budget; 5 s unless a test needs it shorter. */
-  timeoutMs?: number | undefined
-}
+/** An unset or blank WEATHER_API_KEY makes every route of the router answer 500. */
+export type WeatherRoutesOptions = WeatherServiceOptions
 
 const CITY = { maxLength: 200, description: 'City name, optionally with a country code', examples: ['London,GB'] }
 
@@ -33,26 +26,14 @@ const responses = {
 
 // SPEC 4.8 / CONTRACT 6: the weather proxy. Config arrives as options; nothing here reads process.env.
 const weather: FastifyPluginAsyncTypebox<WeatherRoutesOptions> = async function (app, opts) {
-  const apiKey = opts.apiKey?.trim() === '' ? undefined : opts.apiKey
-  const client = apiKey === undefined ? undefined : createWeatherClient({ url: opts.url, apiKey, timeoutMs: opts.timeoutMs })
-  if (client !== undefined) app.addHook('onClose', async () => await client.close())
-
-  function configuredClient (): WeatherClient {
-    if (client === undefined) throw new NotConfiguredError('WEATHER_API_KEY')
-    return client
-  }
+  const weatherService = createWeatherService(opts)
+  app.addHook('onClose', async () => await weatherService.close())
 
   // Plugin-level hooks run before route-level ones, so an unset key answers 500 before
   // authentication is even attempted (CONTRACT 6).
   app.addHook('onRequest', async function () {
-    configuredClient()
+    weatherService.assertConfigured()
   })
-
-  async function lookup (city: string | undefined): Promise<Record<string, unknown>> {
-    if (city === undefined || city.trim() === '') throw new MissingQueryError('city')
-    const { body } = await configuredClient().current(city)
-    return body
-  }
 
   app.get('/', {
     onRequest: app.authenticate,
@@ -66,7 +47,7 @@ const weather: FastifyPluginAsyncTypebox<WeatherRoutesOptions> = async function 
       response: responses
     }
   }, async function (request) {
-    return await lookup(request.query.city)
+    return await weatherService.current(request.query.city)
   })
 
   app.get('/:city', {
@@ -81,7 +62,7 @@ const weather: FastifyPluginAsyncTypebox<WeatherRoutesOptions> = async function 
       response: responses
     }
   }, async function (request) {
-    return await lookup(request.params.city)
+    return await weatherService.current(request.params.city)
   })
 }
 

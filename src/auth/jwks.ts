@@ -27,6 +27,44 @@ const isRsaSigningKey = (key: Jwk): boolean =>
   key.kty === 'RSA' && (key.alg === undefined || key.alg === 'RS256') && (key.use === undefined || key.use === 'sig')
 
 /**
+ * At most one key-set fetch per interval for kids never seen before. A fetch that found its key was a
+ * first sight or a rotation, not a miss: it hands the window back, so a legitimate second kid is not
+ * refused for the whole interval. Misses and failures keep the window.
+ */
+class FetchWindow {
+  #last = Number.NEGATIVE_INFINITY
+
+  constructor (private readonly intervalMs: number) {}
+
+  take (): boolean {
+    const now = Date.now()
+    if (now - this.#last < this.intervalMs) return false
+    this.#last = now
+    return true
+  }
+
+  release (): void {
+    this.#last = Number.NEGATIVE_INFINITY
+  }
+}
+
+/** The RS256 signing keys of the issuer's key set, fetched directly (for a token without kid). */
+async function fetchRsaKeys (domain: string, dispatcher: Agent, timeoutMs: number): Promise<Jwk[]> {
+  const response = await request(`${domain}/.well-known/jwks.json`, {
+    dispatcher,
+    signal: AbortSignal.timeout(timeoutMs),
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs
+  })
+  if (response.statusCode !== 200) {
+    await response.body.dump()
+    throw new KeyLookupError(`key set answered ${response.statusCode}`)
+  }
+  const body = await response.body.json() as { keys?: Jwk[] }
+  return (body.keys ?? []).filter(isRsaSigningKey)
+}
+
+/**
  * Key lookup for RS256 tokens over get-jwks, pinned to the configured issuer. get-jwks alone refetches
  * the key set for every kid it has not cached, so kids never seen before share one fetch per interval;
  * kids that resolved once keep their normal refresh, so a flood of random kids cannot lock out real ones.
@@ -45,7 +83,7 @@ export function createKeyResolver (options: KeyResolverOptions): KeyResolver {
   })
   const knownKids = new Set<string>()
   const pems = new WeakMap<object, string>()
-  let lastUnknownFetch = Number.NEGATIVE_INFINITY
+  const unknownFetches = new FetchWindow(unknownKidIntervalMs)
   let singleKey: { pem: string, expires: number } | undefined
 
   function toPem (jwk: object): string {
@@ -57,39 +95,15 @@ export function createKeyResolver (options: KeyResolverOptions): KeyResolver {
     return pem
   }
 
-  function mayFetchForUnknown (): boolean {
-    const now = Date.now()
-    if (now - lastUnknownFetch < unknownKidIntervalMs) return false
-    lastUnknownFetch = now
-    return true
-  }
-
-  // A fetch that found its key was a first sight or a rotation, not a miss: it hands the window back,
-  // so a legitimate second kid is not refused for 30 s. Misses and failures keep the window.
-  function releaseUnknownFetch (): void {
-    lastUnknownFetch = Number.NEGATIVE_INFINITY
-  }
-
   // CONTRACT 10: a token without kid is accepted only when the key set holds exactly one RS256 key.
   async function keyWithoutKid (): Promise<string> {
     if (singleKey !== undefined && singleKey.expires > Date.now()) return singleKey.pem
-    if (!mayFetchForUnknown()) throw new KeyLookupError('key set refetch throttled')
-    const response = await request(`${domain}/.well-known/jwks.json`, {
-      dispatcher,
-      signal: AbortSignal.timeout(timeoutMs),
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs
-    })
-    if (response.statusCode !== 200) {
-      await response.body.dump()
-      throw new KeyLookupError(`key set answered ${response.statusCode}`)
-    }
-    const body = await response.body.json() as { keys?: Jwk[] }
-    const keys = (body.keys ?? []).filter(isRsaSigningKey)
+    if (!unknownFetches.take()) throw new KeyLookupError('key set refetch throttled')
+    const keys = await fetchRsaKeys(domain, dispatcher, timeoutMs)
     if (keys.length !== 1 || keys[0] === undefined) throw new KeyLookupError('token has no kid and the key set has several keys')
     const pem = toPem(keys[0])
     singleKey = { pem, expires: Date.now() + (options.ttlMs ?? 10 * 60_000) }
-    releaseUnknownFetch()
+    unknownFetches.release()
     return pem
   }
 
@@ -103,7 +117,7 @@ export function createKeyResolver (options: KeyResolverOptions): KeyResolver {
     if (!knownKids.has(kid)) {
       const cached = getJwks.cache.get(getJwks.generateCacheKey('RS256', kid, `${domain}/`))
       if (cached === undefined) {
-        if (!mayFetchForUnknown()) throw new KeyLookupError('unknown kid, refetch throttled')
+        if (!unknownFetches.take()) throw new KeyLookupError('unknown kid, refetch throttled')
         fetching = true
       }
     }
@@ -120,7 +134,7 @@ export function createKeyResolver (options: KeyResolverOptions): KeyResolver {
     knownKids.add(kid)
     const pem = toPem(jwk)
     if (fetching) {
-      releaseUnknownFetch()
+      unknownFetches.release()
       // The key set holds another key than the one trusted for kid-less tokens: no longer exactly one (CONTRACT 10).
       if (singleKey !== undefined && singleKey.pem !== pem) singleKey = undefined
     }

@@ -1,5 +1,6 @@
 import { IdentityProviderError } from '../errors.js'
-import type { LocalUser, UsersRepository } from '../users/repository.js'
+import type { LocalUser } from '../schemas/users.js'
+import type { UsersRepository } from '../users/repository.js'
 import { DEFAULT_ROLE, isRole } from './roles.js'
 import type { UserinfoProfile } from './userinfo.js'
 

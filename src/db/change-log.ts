@@ -1,8 +1,20 @@
-import { sql } from 'drizzle-orm'
-import type { ChangeLog } from '../pages/reader.js'
+import { sql, type SQL } from 'drizzle-orm'
 
-// The change log of drizzle/0010, read by delta sync (./message-changes.ts) and by the anchors that
-// follow created rows (./collection.ts). Scalar subqueries, so that the planner knows each is one row.
+// The change log of drizzle/0010, read by delta sync (src/sync/changes.ts) and by the anchors that
+// follow created rows (src/pages/anchors/). Scalar subqueries, so that the planner knows each is one row.
+
+/** A log of the ids every writing transaction wrote, kept in the writing transaction (drizzle/0010). */
+export interface ChangeLog {
+  /**
+   * The ids written by the transactions whose writes snapshot `snap` (a pg_snapshot) does not see, one
+   * per entry (an id written twice comes twice), in an order an index reads them in.
+   */
+  since: (snap: SQL) => SQL
+  /** The log's epoch: it changes when the log is emptied (a TRUNCATE). */
+  epoch: SQL
+  /** Whether every entry `since` needs is still kept (none pruned by retention). */
+  intact: (snap: SQL) => SQL
+}
 
 /** The log's epoch: a TRUNCATE of messages empties the log and starts a new one. */
 export const LOG_EPOCH = sql`(SELECT st.epoch FROM sync_state st)`

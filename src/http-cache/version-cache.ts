@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement, type Statement } from '../db/statement.js'
-import { versionSql } from '../pages/reader.js'
+import { versionSql } from '../db/counters.js'
 import { entityTag, ifNoneMatch, type Conditional, type Revalidated } from './entity-tag.js'
 import { sharedRead } from '../db/shared-read.js'
 import { SizedLru } from '../memory/sized-lru.js'

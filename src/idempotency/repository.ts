@@ -3,7 +3,7 @@ import type { Database } from '../db/client.js'
 import { inBatches } from '../db/batches.js'
 import { statement } from '../db/statement.js'
 import { IdempotencyKeyInProgressError, IdempotencyKeyReusedError } from '../errors.js'
-import type { KeyedOutcome, StoredCreated } from '../messages/writer.js'
+import type { KeyedOutcome, StoredCreated } from './write.js'
 
 export interface IdempotentRequest {
   subjectId: string

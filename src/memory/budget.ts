@@ -23,7 +23,7 @@ export const MESSAGE_ITEM_BYTES = 4 * MiB
 /** The ordered ids of search terms' matches, 8 bytes each (Float64Array): 1,048,576 ids. */
 export const SEARCH_IDS = MiB
 /**
- * Anchors of deep pages (src/pages/anchors.ts), per database handle: an id and a sort key for every
+ * Anchors of deep pages (src/pages/anchors/anchor-set.ts), per database handle: an id and a sort key for every
  * 256 rows of a result set, 16 to 60 bytes each: some 20,000,000 rows in all at 10,000,000 messages.
  */
 export const ANCHOR_BYTES = 4 * MiB

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
-import { isoTimestamp } from '../pages/reader.js'
-import type { Message, Priority } from './repository.js'
+import { isoTimestamp } from '../pages/spec.js'
+import type { Message, Priority } from '../schemas/messages.js'
 
 // A message as every statement of the messages repository selects it (aliases `m` for the message
 // and `u` for its author) and as the API returns it. Its own module, so the writer can share it

@@ -1,34 +1,16 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement } from '../db/statement.js'
-import { isoTimestamp } from '../pages/reader.js'
+import { isoTimestamp } from '../pages/spec.js'
 import { MESSAGE_COLUMNS, MESSAGES_PATH, messageJsonSql, toMessage, type MessageRow } from './row.js'
-import type { Message, NewMessage } from './repository.js'
+import type { IdempotentWrite, KeyedOutcome } from '../idempotency/write.js'
+import type { Message, NewMessage } from '../schemas/messages.js'
 
 // Concurrent creates are written together: while a few inserts are in flight, new ones queue and
 // go as one multi-row INSERT, one statement, one commit, one WAL flush and one trigger run for the
 // whole group. Each caller still gets its 201 only after the commit that holds its row.
 const MAX_IN_FLIGHT = 2
 const MAX_GROUP = 256
-
-/** An Idempotency-Key (CONTRACT 12) a create is written under, with its request's fingerprint. */
-export interface IdempotentWrite {
-  key: string
-  fingerprint: string
-}
-
-/** The 201 stored with a key, exactly as it is sent. */
-export interface StoredCreated {
-  status: number
-  location: string
-  body: string
-}
-
-/**
- * A create under a key: written (with its stored 201), refused because the key is already held by a
- * committed request, or not written because the subject has no local user yet.
- */
-export type KeyedOutcome = { created: StoredCreated } | 'taken' | null
 
 interface Pending {
   subjectId: string

@@ -1,23 +1,19 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
-import type { MovieRow } from '../db/schema.js'
 import type { Conditional, Revalidated } from '../http-cache/entity-tag.js'
-import type { PageRequest, PageResult } from '../pages/pagination.js'
+import type { PageRequest, PageResult } from '../pages/request.js'
 import { MOVIE_PAGE_BYTES, movieBytes, pageBytes } from '../memory/budget.js'
 import { VersionedCache } from '../http-cache/version-cache.js'
-import { createCollectionReader, hashKey, placeholder, plainKey } from '../pages/reader.js'
-
-export type Movie = MovieRow
+import { createCollectionReader } from '../pages/reader.js'
+import type { Movie, MovieSort } from '../schemas/movies.js'
+import { hashKey, placeholder, plainKey } from '../pages/spec.js'
 
 export interface MovieFilters {
   genre?: string
   year?: number
   minRating?: number
 }
-
-export const MOVIE_SORT_FIELDS = ['id', 'title', 'year', 'rating', 'genre'] as const
-export type MovieSort = typeof MOVIE_SORT_FIELDS[number]
 
 // A year the integer column cannot hold matches no row (SPEC 4.9 rule 2), without a query.
 const notAnInt4 = (value: string | number) => !Number.isInteger(value) || Math.abs(Number(value)) > 2_147_483_647

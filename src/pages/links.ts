@@ -1,4 +1,4 @@
-import type { Page } from './pagination.js'
+import type { Page } from './page.js'
 
 // RFC 8288 `Link` for a collection page (CONTRACT 12): relative references that keep every query
 // parameter of the request as it was sent, except the ones that choose the page.

@@ -1,6 +1,6 @@
 // How many rows a page's statement reads beyond its starting position. A page from an anchor skips
 // up to a stride of rows before its own, and the statement reads them with a constant LIMIT, so that
-// PostgreSQL keeps one generic plan for it (a LIMIT parameter lost it: see collection.ts). One
+// PostgreSQL keeps one generic plan for it (a LIMIT parameter lost it: see ./locate.ts). One
 // constant for every page read the most any page could need: 355 rows from an anchor for a page of
 // 25 that needs 153 on average. Each statement now comes in a few sizes, and a page uses the smallest
 // that holds it; each size keeps its own generic plan.

@@ -1,7 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { PRIORITY_VALUES } from '../db/schema.js'
-import { MESSAGE_SORT_FIELDS } from '../messages/repository.js'
-import { collectionQuery, LenientInteger, pageSchema } from '../pages/pagination.js'
+import { collectionQuery, LenientInteger, pageSchema } from './pagination.js'
 import { DbText, DOCUMENTED_REQUIRED, Ref, StringEnum, Timestamp } from './common.js'
 
 /** Who wrote a message: the local user's id and name. */
@@ -25,6 +24,12 @@ export const MessageSchema = Type.Object({
   examples: [{ id: 42, content: 'The deploy is done.', subject: 'Release 2.4', priority: 'high', author: { id: 7, name: 'Alice' }, createdAt: '2026-01-01T12:00:00.000Z' }]
 })
 
+export type Message = Static<typeof MessageSchema>
+export type Priority = Static<typeof Priority>
+
+export const MESSAGE_SORT_FIELDS = ['id', 'createdAt', 'priority', 'subject'] as const
+export type MessageSort = typeof MESSAGE_SORT_FIELDS[number]
+
 export const MessagePageSchema = pageSchema(MessageSchema, 'MessagePage')
 
 export const CreateMessageBody = Type.Object({
@@ -34,6 +39,8 @@ export const CreateMessageBody = Type.Object({
   priority: Type.Optional(Priority)
 }, { $id: 'NewMessage', title: 'NewMessage', examples: [{ content: 'The deploy is done.', subject: 'Release 2.4', priority: 'high' }] })
 export type CreateMessageBody = Static<typeof CreateMessageBody>
+// What the repository writes: a create's body, or a message without a subject given as null.
+export type NewMessage = Omit<CreateMessageBody, 'subject'> & { subject?: string | null }
 
 // CONTRACT 12. Declared for the documentation only: any string passes here, and parseIdempotencyKey
 // answers a malformed key with its own 400 rather than a validation failure.
@@ -77,6 +84,8 @@ const MessageFilters = {
   authorId: Type.Optional(Type.Number({ description: 'Only messages by this local user id (a number that is no id matches nothing)' })),
   subject: Type.Optional(DbText({ maxLength: 200, description: 'Only messages with exactly this subject' }))
 }
+export const MessageFilterSchema = Type.Object(MessageFilters)
+export type MessageFilters = Static<typeof MessageFilterSchema>
 
 export const MessageListQuery = collectionQuery(MESSAGE_SORT_FIELDS, MessageFilters)
 export type MessageListQuery = Static<typeof MessageListQuery>

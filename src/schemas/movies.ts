@@ -1,6 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { collectionQuery, pageSchema } from '../pages/pagination.js'
-import { MOVIE_SORT_FIELDS } from '../movies/repository.js'
+import { collectionQuery, pageSchema } from './pagination.js'
 import { DbText } from './common.js'
 
 export const MovieSchema = Type.Object({
@@ -10,6 +9,11 @@ export const MovieSchema = Type.Object({
   rating: Type.Number({ examples: [8.7] }),
   genre: Type.String({ examples: ['Sci-Fi'] })
 }, { $id: 'Movie', title: 'Movie', examples: [{ id: 1, title: 'The Matrix', year: 1999, rating: 8.7, genre: 'Sci-Fi' }] })
+
+export type Movie = Static<typeof MovieSchema>
+
+export const MOVIE_SORT_FIELDS = ['id', 'title', 'year', 'rating', 'genre'] as const
+export type MovieSort = typeof MOVIE_SORT_FIELDS[number]
 
 export const MoviePageSchema = pageSchema(MovieSchema, 'MoviePage')
 

@@ -1,4 +1,4 @@
-import { PaginationSchema } from '../pages/pagination.js'
+import { PaginationSchema } from './pagination.js'
 import { ErrorSchema, HealthSchema } from './common.js'
 import { HelloSchema } from './hello.js'
 import { AuthorSchema, CreateMessageBody, MessageChangesSchema, MessagePageSchema, MessageSchema } from './messages.js'

@@ -1,7 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { ROLE_VALUES } from '../db/schema.js'
-import { collectionQuery, pageSchema } from '../pages/pagination.js'
-import { USER_SORT_FIELDS } from '../users/repository.js'
+import { collectionQuery, pageSchema } from './pagination.js'
 import { StringEnum, Timestamp } from './common.js'
 
 export const UserSchema = Type.Object({
@@ -17,6 +16,12 @@ export const UserSchema = Type.Object({
   title: 'User',
   examples: [{ id: 7, subjectId: 'alice', email: 'alice@example.com', name: 'Alice', role: 'User', createdAt: '2026-01-01T12:00:00.000Z', updatedAt: '2026-01-01T12:00:00.000Z' }]
 })
+
+// The column is text, not an enum: a role unknown to this version is still stored and shown as it is.
+export type LocalUser = Omit<Static<typeof UserSchema>, 'role'> & { role: string }
+
+export const USER_SORT_FIELDS = ['id', 'name', 'email', 'role', 'createdAt'] as const
+export type UserSort = typeof USER_SORT_FIELDS[number]
 
 export const UserPageSchema = pageSchema(UserSchema, 'UserPage')
 

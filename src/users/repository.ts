@@ -3,22 +3,14 @@ import type { Database } from '../db/client.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
 import type { ReadRouter } from '../db/read-router.js'
 import type { Conditional, Revalidated } from '../http-cache/entity-tag.js'
-import type { PageRequest, PageResult } from '../pages/pagination.js'
+import type { PageRequest, PageResult } from '../pages/request.js'
 import { USER_PAGE_BYTES, pageBytes, userBytes } from '../memory/budget.js'
 import { VersionedCache, VersionGate } from '../http-cache/version-cache.js'
-import { createCollectionReader, hashKey, isoTimestamp, placeholder } from '../pages/reader.js'
+import { createCollectionReader } from '../pages/reader.js'
+import type { LocalUser, UserSort } from '../schemas/users.js'
+import { hashKey, isoTimestamp, placeholder } from '../pages/spec.js'
 
 export type Role = typeof ROLE_VALUES[number]
-
-export interface LocalUser {
-  id: number
-  subjectId: string
-  email: string | null
-  name: string | null
-  role: string
-  createdAt: string
-  updatedAt: string
-}
 
 export interface UserProfile {
   subjectId: string
@@ -30,9 +22,6 @@ export interface UserProfile {
 export interface UserFilters {
   role?: Role
 }
-
-export const USER_SORT_FIELDS = ['id', 'name', 'email', 'role', 'createdAt'] as const
-export type UserSort = typeof USER_SORT_FIELDS[number]
 
 const toUser = (row: UserRow): LocalUser => ({
   id: row.id,

@@ -1,7 +1,7 @@
 import type { SQL } from 'drizzle-orm'
 import type { App } from '../../src/app.js'
-import type { Message, NewMessage } from '../../src/messages/repository.js'
-import type { LocalUser } from '../../src/users/repository.js'
+import type { Message, NewMessage } from '../../src/schemas/messages.js'
+import type { LocalUser } from '../../src/schemas/users.js'
 
 /** A local user for `sub`, created (or refreshed) through the users repository. */
 export async function createAuthor (app: App, sub: string, over: { name?: string | null, email?: string | null, role?: string } = {}): Promise<LocalUser> {

@@ -1,5 +1,5 @@
-import type { Position } from './pagination.js'
-import { SizedLru } from '../memory/sized-lru.js'
+import type { Position } from '../cursor.js'
+import { SizedLru } from '../../memory/sized-lru.js'
 
 // Every STRIDE-th position of a sorted result set, read at one version of its table: a page at any
 // offset is then a seek from the nearest anchor at or before it, skipping fewer than STRIDE rows, and

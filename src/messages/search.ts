@@ -1,0 +1,122 @@
+import { sql } from 'drizzle-orm'
+import type { Database } from '../db/client.js'
+import { versionSql } from '../db/counters.js'
+import { heavyRead } from '../db/heavy-reads.js'
+import { statement } from '../db/statement.js'
+import { SEARCH_IDS } from '../memory/budget.js'
+import type { PageRequest, PageResult } from '../pages/request.js'
+import { placeholder, type FilterValues } from '../pages/spec.js'
+import type { Message, MessageFilters, MessageSort } from '../schemas/messages.js'
+import { hasWordJoins, likePattern, matchingRowsSql, narrowedPattern } from '../search/match.js'
+import { cursorWindow, OrderedIdCache, type OrderedIds } from '../search/ordered-id-cache.js'
+import { messageReader, type FilterName, type ReaderFilter } from './collection.js'
+import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './row.js'
+
+// Search: the ordered ids of a term's matches are read once, with the table's version, and kept;
+// each page then reads only its own rows, together with the current version in the same snapshot.
+// A differing version (any write by anyone) discards the ids and reads them afresh.
+const SEARCH_SORTS: Record<MessageSort, string> = { id: 's.id', createdAt: 's.created_at', priority: 's.priority', subject: 's.subject' }
+const searchFilterSql: Record<FilterName, ReturnType<typeof sql>> = {
+  priority: sql`s.priority = ${placeholder('priority')}::message_priority`,
+  authorId: sql`s.author_id = ${placeholder('authorId')}::bigint`,
+  subject: sql`s.subject = ${placeholder('subject')}::text`
+}
+
+function searchIdsSql (sort: MessageSort, order: 'asc' | 'desc', present: FilterName[], joined: boolean) {
+  const by = sort === 'id' ? `s.id${order === 'desc' ? ' DESC' : ''}` : `${SEARCH_SORTS[sort]}${order === 'desc' ? ' DESC' : ''}, s.id`
+  const columns = sql.raw(sort === 'id' ? 's.id' : `s.id, ${SEARCH_SORTS[sort]}`)
+  const filters = sql.join(present.map((name) => sql` AND ${searchFilterSql[name]}`), sql``)
+  const matching = matchingRowsSql('s', columns, filters, joined,
+    { pattern: sql`${placeholder('pattern')}::text`, narrowed: sql`${placeholder('narrowed')}::text`, term: sql`${placeholder('term')}::text` })
+  return sql`SELECT ${versionSql('messages')}::float8 AS version,
+    coalesce((SELECT array_agg(s.id::float8 ORDER BY ${sql.raw(by)}) FROM (${matching}) s), '{}') AS ids`
+}
+
+const rowsByIds = statement<MessageRow & { version: number, ord: number | null, created_key: string }>('messages_by_ids', sql`
+  SELECT v.version, r.* FROM (SELECT ${versionSql('messages')}::float8 AS version) v
+  LEFT JOIN LATERAL (
+    SELECT ${MESSAGE_COLUMNS}, (extract(epoch FROM m.created_at) * 1000000)::bigint::text AS created_key, p.ord FROM unnest(${placeholder('ids')}::bigint[]) WITH ORDINALITY AS p(id, ord)
+    JOIN ${MESSAGE_SOURCE} ON m.id = p.id) r ON true
+  ORDER BY r.ord`)
+
+const VERSION_AS_TOTAL = { name: 'version', sql: versionSql('messages') }
+
+/** A search row's sort key as the collection reader renders it for cursors. */
+function searchKey (row: MessageRow & { created_key: string }, sort: MessageSort): string | null {
+  if (sort === 'id') return null
+  return sort === 'createdAt' ? row.created_key : row[sort]
+}
+
+/** Searching messages: each term's ordered ids are read once and remembered while the table's version holds. */
+export function createMessageSearch () {
+  const searchCache = new OrderedIdCache(SEARCH_IDS)
+  const searchStatements = new Map<string, ReturnType<typeof statement<{ version: number, ids: number[] }>>>()
+  // One read of a term's ids at a time per key and database, however many requests want them.
+  const computing = new Map<string, Promise<OrderedIds>>()
+
+  function searchIds (target: Database, key: string, term: string, present: FilterName[], filters: MessageFilters, page: PageRequest<MessageSort>): Promise<OrderedIds> {
+    const flightKey = key
+    let pending = computing.get(flightKey)
+    if (pending === undefined) {
+      const joined = hasWordJoins(term)
+      const shape = `${page.sort}:${page.order}:${present.join(',')}:${joined}`
+      let run = searchStatements.get(shape)
+      if (run === undefined) {
+        run = statement<{ version: number, ids: number[] }>(`messages_search_${searchStatements.size}`, searchIdsSql(page.sort, page.order, present, joined))
+        searchStatements.set(shape, run)
+      }
+      const params: Record<string, unknown> = { pattern: likePattern(term), narrowed: narrowedPattern(term), term }
+      for (const name of present) params[name] = filters[name]
+      pending = heavyRead(target, async () => await run(target, params)).then(([row]) => ({ version: row?.version ?? 0, ids: Float64Array.from(row?.ids ?? []) }))
+      computing.set(flightKey, pending)
+      const forget = () => computing.delete(flightKey)
+      pending.then(forget, forget)
+    }
+    return pending
+  }
+
+  /**
+   * A search page from the remembered ids, with the version read beside its rows: by number, the ids at
+   * its offset; by cursor with sort=id, the ids beyond the cursor's id, which places itself among them.
+   */
+  async function searchSlice (target: Database, entry: OrderedIds, page: PageRequest<MessageSort>): Promise<PageResult<Message> & { version?: number }> {
+    const cursor = page.cursor
+    const { from, to, ...beside } = cursor === null
+      ? { from: Math.min(page.offset, entry.ids.length), to: Math.min(page.offset + page.limit, entry.ids.length) }
+      : cursorWindow(entry.ids, cursor.id, page.order === 'desc', cursor.direction, page.limit)
+    const rows = await rowsByIds(target, { ids: Array.from(entry.ids.subarray(from, to)) })
+    const found = rows[0]?.ord == null ? [] : rows
+    return { ...beside, rows: found.map(toMessage), keys: found.map((row) => searchKey(row, page.sort)), total: 0, version: rows[0]?.version }
+  }
+
+  // A search page by cursor in another sort than id: a seek with the match as one more filter, reading
+  // the table's version in place of the total, which the remembered ids give. Those ids cannot be cut
+  // at a position of such a sort: that needs every id's key, compared as the database orders them.
+  async function searchSeek (target: Database, term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message> & { version?: number }> {
+    const { rows, total, ...rest } = await messageReader.read(target, { ...filters, term: likePattern(term) } as FilterValues<ReaderFilter>, page, VERSION_AS_TOTAL)
+    return { rows: rows.map(toMessage), ...rest, total: 0, version: total }
+  }
+
+  async function searchPage (target: Database, term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message>> {
+    // Without a term among the values, the term is never present.
+    const present = messageReader.present(filters as FilterValues<FilterName>) as FilterName[] | null
+    if (present === null) return { rows: [], keys: [], total: 0, before: false, after: false }
+    const key = JSON.stringify([term, page.sort, page.order, present.map((name) => [name, filters[name]])])
+    let entry = searchCache.get(key)
+    for (let attempt = 1; ; attempt++) {
+      const fresh = entry === undefined
+      if (entry === undefined) {
+        entry = await searchIds(target, key, term, present, filters, page)
+        searchCache.set(key, entry)
+      }
+      const { version, ...result } = page.cursor === null || page.sort === 'id' ? await searchSlice(target, entry, page) : await searchSeek(target, term, filters, page)
+      // Under a stream of writes, ids read a moment ago are served as read: the page is what the
+      // table held then, as any read racing a write may be.
+      if (version === entry.version || (fresh && attempt >= 3)) return { ...result, total: entry.ids.length }
+      searchCache.delete(key)
+      entry = undefined
+    }
+  }
+
+  return { page: searchPage }
+}

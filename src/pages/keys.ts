@@ -1,0 +1,39 @@
+import { sql, type SQL } from 'drizzle-orm'
+import { placeholder, type CollectionSpec, type KeyType } from './spec.js'
+
+// A sort key as a cursor carries it (CONTRACT 12): text PostgreSQL renders and reads back exactly, so
+// that a seek from a cursor compares keys in the database's own order and collation, never in
+// JavaScript's. A key that cannot be read back as its sort's type is refused before any statement runs.
+
+export function keyTextSql (expr: string, type: KeyType): string {
+  if (type === 'id') return 'NULL::text'
+  if (type === 'timestamptz') return `(extract(epoch FROM ${expr}) * 1000000)::bigint::text`
+  return `${expr}::text`
+}
+
+export function keyParamSql (type: KeyType): SQL {
+  return keyFromText(sql`${placeholder('k')}`, type)
+}
+
+/** A key as a cursor carries it (text), read back as the sort's type. */
+export function keyFromText (k: SQL, type: KeyType): SQL {
+  if (type === 'timestamptz') return sql`('epoch'::timestamptz + ${k}::bigint * interval '1 microsecond')`
+  if (typeof type === 'object') return sql`${k}::${sql.raw(type.enum)}`
+  return sql`${k}::${sql.raw(type === 'id' ? 'text' : type)}`
+}
+
+const KEY_PATTERNS = { integer: /^-?\d{1,10}$/, numeric: /^-?\d{1,30}(\.\d{1,30})?$/, timestamptz: /^-?\d{1,17}$/ }
+
+/** Whether a cursor's key can be read back as the sort's type: a crafted one is a 400, not a 500. */
+export function validKey (key: string | null, type: KeyType): boolean {
+  if (type === 'id') return key === null
+  if (key === null || type === 'text') return true
+  if (typeof type === 'object') return type.values.includes(key)
+  if (type === 'integer') return KEY_PATTERNS.integer.test(key) && Math.abs(Number(key)) <= 2_147_483_647
+  return KEY_PATTERNS[type].test(key)
+}
+
+export const keyColumn = <S extends string, F extends string>(spec: CollectionSpec<S, F>, sort: S) => sql.raw(`${keyTextSql(spec.sorts[sort], spec.keys[sort])} AS cursor_key`)
+
+/** The key of a cursor key as text, or NULL for the sort by id. */
+export const nearKey = <S extends string, F extends string>(spec: CollectionSpec<S, F>, sort: S, text: SQL): SQL => spec.keys[sort] === 'id' ? sql`NULL::text` : keyFromText(text, spec.keys[sort])
