@@ -12,7 +12,7 @@ import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose'
 import postgres from 'postgres'
 
-// Named, so the benchmark can cancel the queries a finished row left running (scripts/bench.ts settle()).
+// Named, so the benchmark can cancel the queries a finished row left running (bench/settle.ts).
 const sql = postgres(process.env.DATABASE_URL ?? '', { max: 10, onnotice: () => {}, connection: { application_name: 'bench-baseline' } })
 const issuer = (process.env.AUTH_ISSUER ?? '').replace(/\/$/, '')
 const audience = process.env.API_AUDIENCE ?? 'backend-3-messages'

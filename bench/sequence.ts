@@ -1,5 +1,5 @@
 /** The order of a cold row's requests: distinct values in a fixed-seed random order, the same every run. */
-import { createRandom } from '../scripts/seed.js'
+import { createRandom } from '../scripts/seeded-random.js'
 
 /** The first `count` of 1..n in the random order of `seed`, without repeats (a partial Fisher-Yates shuffle). */
 export function shuffled (n: number, count: number, seed: number): number[] {

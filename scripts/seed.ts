@@ -6,6 +6,7 @@ import { sql } from 'drizzle-orm'
 import postgres from 'postgres'
 import { createDb, type Database } from '../src/db/client.js'
 import type { PRIORITY_VALUES, ROLE_VALUES } from '../src/db/schema.js'
+import { createRandom } from './seeded-random.js'
 
 const USAGE = `Usage: npm run seed -- [--messages <n>] [--users <n>] [--if-empty]
 
@@ -54,18 +55,6 @@ const ADVERBS = ['today', 'tomorrow', 'this morning', 'before lunch', 'next week
   'by Friday', 'last night', 'in the afternoon', 'right away']
 const OPENERS = ['Hi all,', 'Quick note:', 'FYI', 'Heads up:', 'Hello team,', 'Reminder:', 'Good news:', 'Update:']
 const CLOSERS = ['Thanks!', 'Let me know if anything is unclear.', 'Questions welcome.', 'See you there.', 'Cheers.']
-
-/** mulberry32: a small deterministic generator, so the same seed gives the same data. */
-export function createRandom (seed: number): () => number {
-  let a = seed >>> 0
-  return function random () {
-    a = (a + 0x6D2B79F5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const pick = <T> (random: () => number, items: readonly T[]): T => items[Math.floor(random() * items.length)] as T
 

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { closeSync, openSync, readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { SERVICE_NODE_ARGS } from '../../bench/service-args.js'
+import { SERVICE_NODE_ARGS } from '../service-args.js'
 
 export interface Exit { code: number | null, signal: NodeJS.Signals | null }
 

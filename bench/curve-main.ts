@@ -1,8 +1,9 @@
+/** `npm run bench:curve`: benchmark runs at several table sizes as one table and chart (bench/curve.ts). */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { renderCurveMarkdown, renderCurveSvg } from '../bench/curve.js'
-import type { BenchReport } from '../bench/report.js'
+import { renderCurveMarkdown, renderCurveSvg } from './curve.js'
+import type { BenchReport } from './report.js'
 
 const USAGE = `Usage: npm run bench:curve -- <run.json> <run.json> ...
 

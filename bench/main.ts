@@ -1,0 +1,77 @@
+/**
+ * `npm run bench`: the load benchmark (docs/benchmarks.md). Seeds the database when needed, starts the
+ * servers, measures every row against each of them, and writes the results to bench-results/.
+ */
+import { mkdirSync } from 'node:fs'
+import { createTokens, type Tokens } from './callers.js'
+import { messageCount, type DeferredWrites } from './checks.js'
+import { failureText, helpText, parseOptions, type BenchOptions } from './cli.js'
+import { openOracle, prepareDatabase } from './database.js'
+import { RESULTS_DIR } from './locations.js'
+import type { RunSettings } from './measure.js'
+import type { Oracle } from './oracle.js'
+import type { BenchReport } from './report.js'
+import { checkDeferred, describeMachine, failed, RSS_LIMIT_MB, writeResults } from './results.js'
+import { buildRows } from './rows/index.js'
+import { runRows, warmUp } from './run.js'
+import { cleanup, handleSignals, isStopping, startIdentityProvider, startServers, type Identity } from './servers.js'
+
+/** Starts the servers, measures the rows and writes the results; returns the exit code. */
+async function run (options: BenchOptions, identity: Identity, tokens: Tokens, oracle: Oracle, seed: BenchReport['seed']): Promise<number> {
+  const machine = describeMachine(oracle)
+  const servers = await startServers({ ...options, identity })
+  const rows = (await buildRows(oracle, options.keys, tokens, servers.service, options.maxRequests))
+    .map((row) => ({ ...row, targets: row.targets.filter((target) => servers[target] !== undefined) }))
+  const deferred: DeferredWrites[] = []
+  const settings: RunSettings = { duration: options.duration, connections: options.connections, maxRequests: options.maxRequests, oracle, deferred }
+  await warmUp(servers)
+  const { reports, sync } = await runRows(rows, servers, settings, tokens, options.keys.has('sync'))
+  const messagesAtEnd = await messageCount(oracle, servers.service.base)
+  const databaseBytes = await oracle.bytes()
+  await checkDeferred(deferred, reports)
+  const report: BenchReport = {
+    date: new Date().toISOString(),
+    machine,
+    messages: messagesAtEnd,
+    size: options.messages,
+    seed,
+    databaseBytes,
+    durationSeconds: options.duration,
+    connections: options.connections,
+    rssLimitMb: options.embedded ? undefined : RSS_LIMIT_MB,
+    rows: reports,
+    sync
+  }
+  // The embedded run has results of its own: it is a different database, not a later run of the same one.
+  writeResults(report, options.outName)
+  return failed(report) ? 1 : 0
+}
+
+async function main (args: string[]): Promise<number> {
+  const options = parseOptions(args)
+  if (options === undefined) {
+    process.stdout.write(helpText())
+    return 0
+  }
+  mkdirSync(RESULTS_DIR, { recursive: true })
+  const seed = await prepareDatabase(options)
+  const identity = await startIdentityProvider(process.env.API_AUDIENCE ?? 'backend-3-messages')
+  const tokens = await createTokens(identity)
+  const oracle = await openOracle(options)
+  try {
+    return await run(options, identity, tokens, oracle, seed)
+  } finally {
+    await oracle.close()
+  }
+}
+
+handleSignals()
+try {
+  process.exitCode = await main(process.argv.slice(2))
+} catch (err) {
+  // After a signal, failures are the interruption itself; the handler reports and exits.
+  if (!isStopping()) process.stderr.write(failureText(err))
+  process.exitCode = isStopping() ? 130 : 1
+} finally {
+  await cleanup()
+}

@@ -1,0 +1,78 @@
+/** What a row of the benchmark is: the requests of one measurement, and how its answers are checked. */
+import type { CannonRequest } from '../cannon.js'
+import type { Tokens } from '../callers.js'
+import type { PageExpectation, PeerVerify } from '../checks.js'
+import type { Oracle } from '../oracle.js'
+import type { Target } from '../report.js'
+import type { Child } from '../servers.js'
+import type { SteadyWriter } from '../writer.js'
+
+export interface Row {
+  key: string
+  name: string
+  targets: readonly Target[]
+  /** Builds the autocannon request options for one server (POST needs fresh subjects per server). */
+  requests: (target: Target) => CannonRequest[]
+  /** Sampled check of a response body; returns a problem or undefined. */
+  verify?: (body: string) => string | undefined
+  /** List rows: the path checked once before and once after the load. */
+  page?: { path: string, expect: PageExpectation }
+  /** POST: the message count must grow by exactly the number of 201 responses. */
+  countsWrites?: boolean
+  /** Statuses besides 2xx that count as success (a revalidation's 304). */
+  alsoOk?: readonly number[]
+  /** The row of this run the service's rate is compared with, and the ratio it must reach. */
+  reference?: { key: string, target: number }
+  /** Runs once before the row is measured (the delta sync poll's walk to a caught-up token). */
+  prepare?: () => Promise<void>
+  /** Cold rows: each request asks for the next path of a fixed sequence instead of `requests`. */
+  sequence?: Sequence
+  /** Seconds, when the row runs longer than --duration (the random mix). */
+  duration?: number
+  /** A writer started beside the row's load and stopped after it (the cold rows under writes). */
+  writer?: (child: Child) => SteadyWriter
+  /** The row as the Platformatic peer is asked it, for the rows it has an equivalent of. */
+  platformatic?: PeerRow
+}
+
+/**
+ * A row for the Platformatic peer (bench/peer.ts): its own requests, and checks that see the headers,
+ * since a page's total is a header there (X-Total-Count), not a member of the body.
+ */
+export interface PeerRow {
+  requests: () => CannonRequest[]
+  /** Check of a sampled 2xx answer; returns a problem or undefined. */
+  verify: PeerVerify
+  /** List rows: the peer's path, checked once before and once after the load. */
+  page?: string
+  /** The one status every answer must have (POST: Platformatic creates with 200, not 201). */
+  status?: number
+}
+
+/**
+ * The requests of a cold row: distinct pages or terms in a fixed-seed order, the same for every server, so
+ * no answer is asked for twice and no cache can serve it. A row stops at the end of its sequence.
+ */
+export interface Sequence {
+  paths: string[]
+  /** The exact answer to one path, from the oracle; sampled answers are checked against it after the row. */
+  expect: (path: string) => Promise<PageExpectation>
+  /** Goes round again at the end instead of stopping there (the random mix, bounded by time). */
+  repeat?: boolean
+  /** Keeps every n-th answer for checking (default VERIFY_EVERY). */
+  sampleEvery?: number
+}
+
+/** What the row builders read: the oracle, the rows asked for, the callers, the running service. */
+export interface RowContext {
+  oracle: Oracle
+  wanted: (key: string) => boolean
+  tokens: Tokens
+  service: Child
+  maxRequests: number
+  /** The messages in the table when the rows are built. */
+  total: number
+}
+
+/** Builds the rows of one family that `wanted` asks for, in the order they run. */
+export type RowBuilder = (context: RowContext) => Promise<Row[]>
