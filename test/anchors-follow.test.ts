@@ -1,11 +1,13 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
-import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/pages/reader.js'
-import { MESSAGE_COLLECTION } from '../src/messages/repository.js'
-import { FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, STRIDE, type Anchors } from '../src/pages/anchors.js'
+import { createCollectionReader } from '../src/pages/reader.js'
+import { deepPageReads, type DeepPageRead } from '../src/pages/deep-page-reads.js'
+import { MESSAGE_COLLECTION } from '../src/messages/collection.js'
+import { FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, STRIDE, type Anchors } from '../src/pages/anchors/anchor-set.js'
 import { lit, rawRows, Rng, run, seedFromEnv } from './helpers/exactness.js'
 import { insertMessagesBySql, updateBySql, world, type World } from './helpers/exactness-messages.js'
 
-// Anchors that follow the rows created since they were read (src/pages/anchors.ts): every deep
+// Anchors that follow the rows created since they were read (src/pages/anchors/anchor-set.ts): every deep
 // page and total exact against a plain ORDER BY ... OFFSET after creations that sort anywhere, while
 // a client creates rows, and after writes that cannot be followed (updates, a TRUNCATE).
 
@@ -177,16 +179,30 @@ t.test('deep pages read while a client creates rows before them are each the pag
   const page = async (offset: number, limit: number) => await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'desc', cursor: null, filters: '' })
 
   const created: number[] = []
-  const state = { writing: true }
+  // The writer keeps pace with the pages, whatever the speed of either: at most one row for each page
+  // begun, and three ahead, so that pages keep meeting rows created since the anchors were read.
+  const state = { writing: true, pages: 0 }
   const writer = (async () => {
     while (state.writing && created.length < 600) {
+      if (created.length >= state.pages + 3) {
+        await sleep(1)
+        continue
+      }
       await createAbove(w, rng, 1, () => null)
       created.push(Number((await rawRows<{ id: number }>(w.app, 'SELECT max(id)::int AS id FROM messages'))[0]!.id))
     }
-  })()
+  })().finally(() => { state.writing = false })
+  /** Waits until more than `n` rows have been created. */
+  const createdPast = async (n: number): Promise<void> => {
+    while (created.length <= n) {
+      if (!state.writing) throw new Error(`the writer stopped after ${created.length} rows`)
+      await sleep(1)
+    }
+  }
   const seen: Array<{ offset: number, limit: number, total: number, ids: number[] }> = []
   const from = reads.length
   const at = async (i: number): Promise<void> => {
+    state.pages++
     const limit = 10 + (i % 17)
     const offset = 1000 + ((i * 211) % (original.length - 1100))
     const got = await page(offset, limit)
@@ -194,9 +210,14 @@ t.test('deep pages read while a client creates rows before them are each the pag
   }
   try {
     // The first pages at once, while the writes go on: the anchors are read in parts meanwhile.
-    while (created.length < 3) await new Promise((resolve) => setTimeout(resolve, 5))
+    await createdPast(2)
     await Promise.all(Array.from({ length: 20 }, async (_, i) => { await at(i) }))
-    for (let i = 20; i < 140; i++) await at(i)
+    // Then one at a time, each between writes.
+    for (let i = 20; i < 140; i++) {
+      const made = created.length
+      await at(i)
+      await createdPast(made)
+    }
   } finally {
     state.writing = false
     await writer

@@ -34,8 +34,8 @@ t.test('a web client on another origin calls the API from Chromium', async (t) =
   const unlisted = await startPageOrigin(t)
   const database = await freshDatabase()
   const app = await buildApp(testConfig({
-    databaseUrl: database.url, authIssuer: issuer, apiAudience: AUDIENCE, corsOrigins: [allowed], rateLimitMax: 100
-  }), { logger: false })
+    databaseUrl: database.dataDir === undefined ? database.url : undefined, authIssuer: issuer, apiAudience: AUDIENCE, corsOrigins: [allowed], rateLimitMax: 100
+  }), { logger: false, dataDir: database.dataDir })
   t.teardown(async () => {
     await app.close()
     await database.drop()

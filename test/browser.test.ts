@@ -20,7 +20,7 @@ interface Document { paths: Record<string, Record<string, Operation>> }
 
 async function startApi (t: Test, issuer: string, over: Partial<AppConfig> = {}): Promise<string> {
   const database = await freshDatabase()
-  const app = await buildApp(testConfig({ databaseUrl: database.url, authIssuer: issuer, apiAudience: AUDIENCE, ...over }), { logger: false })
+  const app = await buildApp(testConfig({ databaseUrl: database.dataDir === undefined ? database.url : undefined, authIssuer: issuer, apiAudience: AUDIENCE, ...over }), { logger: false, dataDir: database.dataDir })
   t.teardown(async () => {
     await app.close()
     await database.drop()

@@ -229,7 +229,7 @@ async function twoInstances (t: Test): Promise<{ app: App, next: () => Promise<A
   if (server !== undefined && server !== '') {
     const database = await freshDatabase()
     const open = async () => {
-      const app = await buildApp(testConfig({ databaseUrl: database.url }), { logger: false, testAuth: true })
+      const app = await buildApp(testConfig({ databaseUrl: database.dataDir === undefined ? database.url : undefined }), { logger: false, testAuth: true, dataDir: database.dataDir })
       t.teardown(async () => { await app.close() })
       return app
     }

@@ -8,6 +8,7 @@ import { bounded } from './helpers/bounded.js'
 import { testConfig } from './helpers/build.js'
 import { ADMIN, buildWithUrl, lit, rawRows, Rng, run as runSql, seedFromEnv } from './helpers/exactness.js'
 import { pgClusterUnavailable, startPgCluster } from './helpers/pg-cluster.js'
+import { scaled } from './helpers/scale.js'
 import { differences, messagesAsServed, quiesce, SyncClient } from './helpers/sync-client.js'
 
 // Delta sync (CONTRACT 12, issue 15 item 6), as a property. A client follows GET /v2/messages/changes
@@ -41,12 +42,19 @@ const API_WRITERS = 3
  * Each regular writer makes at least this many writes, and goes on until the PostgreSQL scenarios have
  * ended and the writers together have committed AFTER_COPY writes since the initial copy ended (else,
  * at limit 1, the copy may last as long as the writers and see most writes as rows rather than changes).
+ * Both grow with TEST_PROPERTY_SCALE (CI's PostgreSQL pass sets 3).
  */
-const MIN_OPS = { sql: 20, api: 25 }
-const AFTER_COPY = 60
-const MAX_OPS = 5_000
-/** Writers stop by then whatever happened (the assertions then say what did not). */
-const WRITING_MS = 40_000
+const MIN_OPS = { sql: scaled(7), api: scaled(8) }
+const AFTER_COPY = scaled(20)
+/**
+ * Bounds on work, not on time, so that a slow machine only takes longer: the regular writers together
+ * begin at most MAX_WRITES writes, and the initial copy must end within MAX_COPY_CALLS calls (else it
+ * fails saying so); the assertions then say what did not happen.
+ */
+const MAX_WRITES = 3_000
+const MAX_COPY_CALLS = 3_000
+/** Writes the regular writers may begin before the client's first call. */
+const FIRST_WRITES = 3
 /** Rows only the scenario transactions write (10 each), so they never wait for a lock another writer holds. */
 const RESERVED = 50_000_000
 /** Fresh ids of the scenario transactions (100 each). */
@@ -54,6 +62,8 @@ const SCENARIO_IDS = 60_000_000
 /** Regular writers update and delete only below RESERVED; SQL writer k inserts ids from k × 1,000,000. */
 const REGULAR = `id < ${RESERVED}`
 const WAIT_MS = 30_000
+/** Calls the client may make to catch up while the regular writers wait for it. */
+const MAX_CATCH_UP_CALLS = 100_000
 const COLUMNS = 'messages (id, content, subject, priority, author_id, created_at)'
 
 /** What one writer may run statements on: a session of its own, or a transaction in it. */
@@ -131,6 +141,14 @@ interface Run {
   commits: number
   aborted: number
   rolledBack: number
+  /** Writes the regular writers have begun. */
+  begun: number
+  /** Regular writers still running. */
+  writersLeft: number
+  /** Scenarios waiting for the client to catch up: no regular writer begins a write meanwhile. */
+  holds: number
+  /** The client waits for a write between two pages of its initial copy. */
+  awaitingWrite: boolean
   scenariosDone: boolean
   failure: unknown
   /** Answers of the initial copy (up to the one that switched to changes), and writes committed meanwhile. */
@@ -138,25 +156,58 @@ interface Run {
   commitsDuringCopy: number
   /** `commits` when the initial copy ended. */
   commitsAtCopyEnd: number | undefined
-  startedAt: number
-  /** At most this many rows per INSERT or COPY, and up to pauseMs between two writes of one writer. */
-  pace: { rows: number, pauseMs: number }
+  /**
+   * At most this many rows per INSERT or COPY, up to pauseMs between two writes of one writer, and
+   * during the initial copy writesPerPage writes for each page the client has read.
+   */
+  pace: { rows: number, pauseMs: number, writesPerPage: number }
 }
 
 /** Whether a regular writer goes on after `op` writes. */
 function writing (run: Run, op: number, min: number): boolean {
-  if (op >= MAX_OPS || run.failure !== undefined || performance.now() - run.startedAt > WRITING_MS) return false
+  if (run.begun >= MAX_WRITES || run.failure !== undefined) return false
   const afterCopy = run.commitsAtCopyEnd !== undefined && run.commits - run.commitsAtCopyEnd >= AFTER_COPY
   return op < min || !run.scenariosDone || !afterCopy
 }
 
-/** Waits for `ready`, failing after WAIT_MS or as soon as another part of the run failed. */
-async function until (run: Run, ready: () => boolean, what: string): Promise<void> {
-  const start = performance.now()
+/**
+ * Whether a regular writer may begin a write now. During the initial copy the writers keep pace with
+ * the client, whatever the speed of either: whenever it waits for a write between its first pages,
+ * then writesPerPage a page, few enough that the rows they add beyond the copy's position are read
+ * long before the copy ends; else, at limit 1, fast writers could keep it from ever ending. Committed
+ * writes are counted, not begun ones: on PostgreSQL a rename waits for a scenario transaction holding
+ * that author FOR SHARE, and must not keep the other writers from their turns meanwhile. Once the copy
+ * has ended, they write freely, except while a scenario waits for the client to catch up.
+ */
+function mayBegin (run: Run): boolean {
+  if (run.commitsAtCopyEnd !== undefined) return run.holds === 0
+  return run.awaitingWrite || run.commits < FIRST_WRITES + Math.floor(run.copyPages * run.pace.writesPerPage)
+}
+
+/** Waits until a regular writer may begin a write; false when it is to stop instead. */
+async function turn (run: Run, op: number, min: number): Promise<boolean> {
+  for (;;) {
+    if (!writing(run, op, min)) return false
+    if (mayBegin(run)) {
+      run.begun++
+      return true
+    }
+    await sleep(1)
+  }
+}
+
+const writersStopped = (run: Run) => () => run.writersLeft === 0 ? `the writers stopped after ${run.begun} writes (at most ${MAX_WRITES})` : undefined
+
+/**
+ * Waits for `ready`, which other parts of the run bring about; fails as soon as one of them failed,
+ * or when `stopped` says why `ready` can no longer come (no clock decides).
+ */
+async function until (run: Run, ready: () => boolean, what: string, stopped: () => string | undefined): Promise<void> {
   while (!ready()) {
     if (run.failure !== undefined) throw new Error(`gave up waiting for ${what}: the run failed`)
-    if (performance.now() - start > WAIT_MS) throw new Error(`no ${what} within ${WAIT_MS} ms`)
-    await sleep(2)
+    const why = stopped()
+    if (why !== undefined) throw new Error(`no ${what}: ${why}`)
+    await sleep(1)
   }
 }
 
@@ -222,7 +273,7 @@ async function sqlWriter (run: Run, k: number, rng: Rng, writer: Writer): Promis
     throw new Error('unreachable')
   }
 
-  for (let op = 0; writing(run, op, MIN_OPS.sql); op++) {
+  for (let op = 0; await turn(run, op, MIN_OPS.sql); op++) {
     try {
       if (rng.chance(0.25)) {
         // Several statements in one transaction; on PostgreSQL it stays open a moment between them.
@@ -253,7 +304,7 @@ async function sqlWriter (run: Run, k: number, rng: Rng, writer: Writer): Promis
 /** One API writer: creations (some with an Idempotency-Key) and deletions by the author or by an Admin. */
 async function apiWriter (run: Run, k: number, rng: Rng): Promise<void> {
   const { app } = run
-  for (let op = 0; writing(run, op, MIN_OPS.api); op++) {
+  for (let op = 0; await turn(run, op, MIN_OPS.api); op++) {
     const sub = rng.pick(API_USERS)
     const user = JSON.stringify({ sub, role: 'User' })
     if (rng.chance(0.7)) {
@@ -302,7 +353,7 @@ async function scenarioWrites (run: Run, tx: postgres.TransactionSql, rng: Rng, 
  */
 async function oppositeOrder (run: Run, rng: Rng): Promise<void> {
   const after = rng.int(0, 40)
-  await until(run, () => run.commits >= after, 'writes before the opposite-order pair')
+  await until(run, () => run.commits >= after, 'writes before the opposite-order pair', writersStopped(run))
   const first = postgres(run.url, { max: 1, onnotice: () => {} })
   const second = postgres(run.url, { max: 1, onnotice: () => {} })
   try {
@@ -320,7 +371,14 @@ async function oppositeOrder (run: Run, rng: Rng): Promise<void> {
     run.t.ok(x1 < x2, `T1 (xid ${x1}) began and wrote before T2 (xid ${x2}); T2 committed`)
     const committed = performance.now()
     const calls = run.client.calls
-    await until(run, () => run.client.caughtUpAfter(committed), 'hasMore:false after T2 committed')
+    // The regular writers wait meanwhile: at limit 1 they could write faster than the client reads.
+    run.holds++
+    try {
+      await until(run, () => run.client.caughtUpAfter(committed), 'hasMore:false after T2 committed',
+        () => run.client.calls - calls > MAX_CATCH_UP_CALLS ? `the client made ${MAX_CATCH_UP_CALLS} calls with no writer writing` : undefined)
+    } finally {
+      run.holds--
+    }
     commitT1()
     await t1
     run.t.ok(run.client.calls > calls, `the client caught up (${run.client.calls - calls} calls) between T2's commit and T1's`)
@@ -332,14 +390,14 @@ async function oppositeOrder (run: Run, rng: Rng): Promise<void> {
 /** PostgreSQL only: a transaction writes early, stays open across at least 10 polls while others commit, writes again and commits. */
 async function longOpen (run: Run, rng: Rng): Promise<void> {
   const after = rng.int(0, 5)
-  await until(run, () => run.commits >= after, 'writes before the long transaction')
+  await until(run, () => run.commits >= after, 'writes before the long transaction', writersStopped(run))
   const session = postgres(run.url, { max: 1, onnotice: () => {} })
   try {
     await session.begin(async (tx) => {
       await scenarioWrites(run, tx, rng, 2, 'long-open transaction (early)', 0)
       const calls = run.client.calls
       const commits = run.commits
-      await until(run, () => run.client.calls >= calls + 11 && run.commits >= commits + 10, '10 polls and 10 commits during the long transaction')
+      await until(run, () => run.client.calls >= calls + 11 && run.commits >= commits + 10, '10 polls and 10 commits during the long transaction', writersStopped(run))
       await scenarioWrites(run, tx, rng, 2, 'long-open transaction (late)', 1)
       run.t.ok(run.client.calls - calls > 10, `the long transaction stayed open across ${run.client.calls - calls} calls and ${run.commits - commits} commits`)
     })
@@ -363,9 +421,15 @@ async function follow (run: Run, rng: Rng, stop: () => boolean): Promise<void> {
       copying = decodeSyncToken(run.client.next!).position.kind === 'snapshot'
       run.commitsDuringCopy = run.commits - startCommits
       if (!copying) run.commitsAtCopyEnd = run.commits
+      if (copying && run.copyPages >= MAX_COPY_CALLS) throw new Error(`the initial copy did not end within ${MAX_COPY_CALLS} calls (${run.commits} writes committed)`)
       if (copying && run.copyPages < 4) {
         const seen = run.commits
-        await until(run, () => run.commits > seen, 'a write between two pages of the initial copy')
+        run.awaitingWrite = true
+        try {
+          await until(run, () => run.commits > seen, 'a write between two pages of the initial copy', writersStopped(run))
+        } finally {
+          run.awaitingWrite = false
+        }
       }
     }
     if (!answer.hasMore) await sleep(rng.int(0, 8))
@@ -390,14 +454,20 @@ async function property (t: Test, limit: number, rng: Rng): Promise<void> {
     commits: 0,
     aborted: 0,
     rolledBack: 0,
+    begun: 0,
+    writersLeft: SQL_WRITERS + API_WRITERS,
+    holds: 0,
+    awaitingWrite: false,
     scenariosDone: !onPostgres,
     failure: undefined,
     copyPages: 0,
     commitsDuringCopy: 0,
     commitsAtCopyEnd: undefined,
-    startedAt: started,
-    // At limit 1 the client reads one entry per call: fewer rows per write keep it within reach of the writers.
-    pace: limit === 1 ? { rows: 4, pauseMs: 12 } : { rows: 20, pauseMs: 6 }
+    // At limit 1 the client reads one entry per call: fewer rows per write keep it within reach of the
+    // writers. A write adds about 1 row past the copy's position at limit 1, 4 at the others: a
+    // quarter of a write a page at limit 1 and limit / 10 at the others add well under half of what a
+    // page reads.
+    pace: limit === 1 ? { rows: 4, pauseMs: 12, writesPerPage: 0.25 } : { rows: 20, pauseMs: 6, writesPerPage: limit / 10 }
   }
 
   // Before the client starts: enough rows for the initial copy to span at least five pages, and the
@@ -433,15 +503,22 @@ async function property (t: Test, limit: number, rng: Rng): Promise<void> {
       run.scenariosDone = true
     }
   }
+  const regular = async (writer: Promise<void>): Promise<void> => {
+    try {
+      await guard(writer)
+    } finally {
+      run.writersLeft--
+    }
+  }
   const work: Array<Promise<void>> = [
-    ...writers.map((w, k) => guard(sqlWriter(run, k + 1, new Rng(rng.int(0, 2 ** 30)), w))),
-    ...Array.from({ length: API_WRITERS }, (_, k) => guard(apiWriter(run, k + 1, new Rng(rng.int(0, 2 ** 30))))),
+    ...writers.map((w, k) => regular(sqlWriter(run, k + 1, new Rng(rng.int(0, 2 ** 30)), w))),
+    ...Array.from({ length: API_WRITERS }, (_, k) => regular(apiWriter(run, k + 1, new Rng(rng.int(0, 2 ** 30))))),
     scenarios()
   ]
 
   // The client starts once writers are running, and its initial copy is made while they write.
   const clientRng = new Rng(rng.int(0, 2 ** 30))
-  await until(run, () => run.commits >= 3, 'the first writes')
+  await until(run, () => run.commits >= FIRST_WRITES, 'the first writes', writersStopped(run))
   let active = true
   const following = guard(follow(run, clientRng, () => !active))
 
@@ -454,7 +531,7 @@ async function property (t: Test, limit: number, rng: Rng): Promise<void> {
   t.ok(run.copyPages >= 4, `the initial copy took ${run.copyPages} calls (limit ${limit}, ${preload} rows preloaded)`)
   t.ok(run.commitsDuringCopy >= 3, `writers committed ${run.commitsDuringCopy} writes while the initial copy was made`)
   const afterCopy = run.commits - (run.commitsAtCopyEnd ?? run.commits)
-  t.ok(afterCopy >= AFTER_COPY, `writers committed ${afterCopy} writes after the initial copy ended`)
+  t.ok(afterCopy >= AFTER_COPY, `writers committed ${afterCopy} writes after the initial copy ended (${run.begun} begun, at most ${MAX_WRITES})`)
 
   // Every writer has stopped; a call begun after every write transaction ended must bring the copy up to date.
   await quiesce(run.app)

@@ -21,10 +21,8 @@ const START_TIMEOUT_MS = 90_000
 /** A fresh database on TEST_DATABASE_URL's server, or on a throwaway server of the machine's own. */
 async function postgresDatabase (t: Test): Promise<string> {
   const database = await freshDatabase()
-  if (database.url.startsWith('postgres')) {
-    t.teardown(() => database.drop())
-    return database.url
-  }
+  t.teardown(() => database.drop())
+  if (database.url.startsWith('postgres')) return database.url
   const cluster = await startPgCluster({ replica: false })
   t.teardown(() => cluster.stop())
   return cluster.primaryUrl()

@@ -15,7 +15,7 @@ const AUDIENCE = 'messages-api-test'
 async function listening (t: Test, over: Partial<AppConfig>, logger?: Parameters<typeof buildApp>[1]): Promise<{ app: App, url: string }> {
   const db = await freshDatabase()
   // Shedding only where a test asks for it: a loaded test machine must not shed the others.
-  const app = await buildApp(testConfig({ databaseUrl: db.url, maxEventLoopDelayMs: 0, ...over }), logger)
+  const app = await buildApp(testConfig({ databaseUrl: db.dataDir === undefined ? db.url : undefined, maxEventLoopDelayMs: 0, ...over }), { ...logger, dataDir: db.dataDir })
   t.teardown(async () => { await app.close(); await db.drop() })
   const url = await app.listen({ host: '127.0.0.1', port: 0 })
   return { app, url }

@@ -1,7 +1,9 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { HEAVY_READS, heavyReadCounts } from '../src/db/heavy-reads.js'
-import { createCollectionReader, deepPageReads, type DeepPageRead } from '../src/pages/reader.js'
-import { MESSAGE_COLLECTION } from '../src/messages/repository.js'
+import { createCollectionReader } from '../src/pages/reader.js'
+import { deepPageReads, type DeepPageRead } from '../src/pages/deep-page-reads.js'
+import { MESSAGE_COLLECTION } from '../src/messages/collection.js'
 import { rawRows, run, seedFromEnv } from './helpers/exactness.js'
 import { insertMessagesBySql, world } from './helpers/exactness-messages.js'
 
@@ -28,14 +30,27 @@ t.test('deep pages by subject read during writes are each the page of one snapsh
   deepPageReads.subscribe(listener)
   t.teardown(() => { deepPageReads.unsubscribe(listener) })
 
-  const state = { writing: true, written: 0 }
+  // The writer keeps pace with the reads, whatever the speed of either: at most one row for each page
+  // begun, and one ahead, so that it neither finishes first nor floods the table.
+  const state = { writing: true, written: 0, pages: 0 }
   const writer = (async () => {
     while (state.writing) {
+      if (state.written > state.pages) {
+        await sleep(1)
+        continue
+      }
       await run(w.app, `INSERT INTO messages (id, content, subject, priority, author_id) OVERRIDING SYSTEM VALUE
         SELECT max(id) + 1, 'written meanwhile', NULL, 'normal', (SELECT min(id) FROM users) FROM messages`)
       state.written++
     }
-  })()
+  })().finally(() => { state.writing = false })
+  /** Waits until a row has been written since `seen` rows were. */
+  const writtenSince = async (seen: number): Promise<void> => {
+    while (state.written <= seen) {
+      if (!state.writing) throw new Error(`the writer stopped after ${state.written} rows`)
+      await sleep(1)
+    }
+  }
 
   const wrong: string[] = []
   const totals: number[] = []
@@ -47,6 +62,7 @@ t.test('deep pages by subject read during writes are each the page of one snapsh
     most.waiting = Math.max(most.waiting, waiting)
   }, 1)
   const readAt = async (i: number): Promise<void> => {
+    state.pages++
     const limit = 10 + (i % 21)
     // Alternately near the end (walked from the end of the index) and nearer the start.
     const offset = i % 2 === 0 ? before - limit - ((i * 37) % 600) : 1000 + ((i * 53) % 700)
@@ -59,7 +75,11 @@ t.test('deep pages by subject read during writes are each the page of one snapsh
   try {
     // One page at a time, each between writes, then rounds of more pages at once than may walk at once.
     const together = HEAVY_READS + 4
-    for (let i = 0; i < 40; i++) await readAt(i)
+    for (let i = 0; i < 40; i++) {
+      const seen = state.written
+      await readAt(i)
+      await writtenSince(seen)
+    }
     for (let round = 0; round < 4; round++) await Promise.all(Array.from({ length: together }, async (_, n) => { await readAt(40 + round * together + n) }))
   } finally {
     clearInterval(sampler)

@@ -37,13 +37,18 @@ t.test('transactions: other queries wait for them, a rollback leaves nothing, er
   const order: string[] = []
   let release!: () => void
   const held = new Promise<void>((resolve) => { release = resolve })
+  let wrote!: () => void
+  const written = new Promise<void>((resolve) => { wrote = resolve })
   const tx = handle.db.transaction(async (tx) => {
     await tx.execute(sql`insert into t values (1, 'in the transaction')`)
     order.push('tx wrote')
+    wrote()
     await held
     order.push('tx commits')
   })
-  await new Promise<void>((resolve) => setTimeout(resolve, 20))
+  // The read outside is sent once the transaction has written, not after a guess of how long that
+  // takes; then it has a moment in which it would run if it did not wait.
+  await Promise.race([written, tx])
   const outside = queryRows<{ n: number }>(handle.db, sql`select count(*)::int as n from t`).then((rows) => { order.push('outside read'); return rows })
   await new Promise<void>((resolve) => setTimeout(resolve, 20))
   release()

@@ -32,7 +32,7 @@ const WATCH_MS = 4_000
 
 async function listening (t: Test, timeouts: ServerTimeouts): Promise<{ host: string, port: number }> {
   const database = await freshDatabase()
-  const app = await buildApp(testConfig({ databaseUrl: database.url }), { logger: false, timeouts })
+  const app = await buildApp(testConfig({ databaseUrl: database.dataDir === undefined ? database.url : undefined }), { logger: false, timeouts, dataDir: database.dataDir })
   t.teardown(async () => {
     await app.close()
     await database.drop()

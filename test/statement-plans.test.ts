@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { createCollectionReader } from '../src/pages/reader.js'
 import { deepPageReads, type DeepPageRead } from '../src/pages/deep-page-reads.js'
@@ -58,8 +59,12 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
     await read({ sort: 'subject', order: 'asc', cursor: { key: `subject ${run}`, id: 50 * run, direction: 'before' } })
   }
 
-  // Without writes, pages from anchors once they are read.
+  // Without writes, pages from anchors once they are read. A set is read again only after a pause nine
+  // times as long as its last read took (src/pages/anchors/anchor-set.ts), and the reads cut short by
+  // the writes above took longer on a busy server: the pages asked for meanwhile wait a little longer
+  // each time, a minute in all at most, rather than giving up after 200 pages asked back to back.
   for (let attempt = 0; attempt < 200 && !vias.slice(-1).some((read) => read.via === 'anchor'); attempt++) {
+    await sleep(3 * attempt)
     await read({ offset: 1200, sort: 'id', order: 'asc' })
   }
   const start = vias.length
@@ -71,6 +76,7 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
   // A row created before each page by subject (with an id above the others, as the identity sequence
   // gives): once its anchors are read, the pages follow them.
   for (let attempt = 0; attempt < 200 && !vias.slice(-1).some((read) => read.via === 'anchor'); attempt++) {
+    await sleep(3 * attempt)
     await read({ offset: 1200, sort: 'subject', order: 'asc' })
   }
   const following = vias.length

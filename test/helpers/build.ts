@@ -16,7 +16,7 @@ export interface BuildTestOptions extends BuildOptions {
 export async function build (t: Test, options: BuildTestOptions = {}): Promise<App> {
   const { config, ...buildOptions } = options
   const database = await freshDatabase()
-  const app = await buildApp(testConfig({ databaseUrl: database.url, ...config }), { logger: false, ...buildOptions })
+  const app = await buildApp(testConfig({ databaseUrl: database.dataDir === undefined ? database.url : undefined, ...config }), { logger: false, dataDir: database.dataDir, ...buildOptions })
   t.teardown(async () => {
     await app.close()
     await database.drop()

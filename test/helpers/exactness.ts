@@ -6,6 +6,7 @@ import { testConfig } from './build.js'
 import { freshDatabase } from './database.js'
 import { queryRows } from './fixtures.js'
 import { cursorKinds, pagination } from './pagination.js'
+import { scaled } from './scale.js'
 
 /**
  * Shared machinery of the exactness tests: every page and total the API answers is compared with a
@@ -46,7 +47,7 @@ export function seedFromEnv (): number {
 /** A fresh app with the test stub on a fresh database, plus that database's URL (for a COPY client). */
 export async function buildWithUrl (t: Test, config: Partial<AppConfig> = {}): Promise<{ app: App, url: string }> {
   const database = await freshDatabase()
-  const app = await buildApp(testConfig({ ...config, databaseUrl: database.url }), { logger: false, testAuth: true })
+  const app = await buildApp(testConfig({ ...config, databaseUrl: database.dataDir === undefined ? database.url : undefined }), { logger: false, testAuth: true, dataDir: database.dataDir })
   t.teardown(async () => {
     await app.close()
     await database.drop()
@@ -85,6 +86,8 @@ export interface Combination {
 export interface Mismatch { url: string, problem: string, expected?: unknown, got?: unknown }
 
 export const LIMITS = [1, 7, 25, 100] as const
+/** How many of LIMITS a combination is asked at by default: 1, and 2 at TEST_PROPERTY_SCALE=3. */
+const LIMITS_PER_COMBINATION = Math.min(LIMITS.length, scaled(2 / 3))
 
 /** The pages worth asking for at this total and limit: 1, 2, middle, last, last+1 and a random one. */
 export function pagesToCheck (rng: Rng, total: number, limit: number): number[] {
@@ -102,7 +105,7 @@ export async function referenceIds (app: App, c: Combination): Promise<number[]>
 
 export interface CheckOptions {
   headers?: Record<string, string>
-  /** How many of LIMITS (1, 7, 25, 100) each combination is asked at, sampled anew each time. */
+  /** How many of LIMITS (1, 7, 25, 100) each combination is asked at, sampled anew each time (LIMITS_PER_COMBINATION). */
   limitsPerCombination?: number
   /** Compares the items of a page with the rows (field by field); returns a problem or null. */
   checkItems?: (ids: number[], items: unknown[]) => Promise<string | null>
@@ -119,7 +122,7 @@ export async function checkCombination (app: App, rng: Rng, c: Combination, opti
   const total = expectedAll.length
   const mismatches: Mismatch[] = []
   let requests = 0
-  for (const limit of rng.sample(LIMITS, options.limitsPerCombination ?? 2)) {
+  for (const limit of rng.sample(LIMITS, options.limitsPerCombination ?? LIMITS_PER_COMBINATION)) {
     for (const page of pagesToCheck(rng, total, limit)) {
       const query = new URLSearchParams({ ...c.params, page: String(page), limit: String(limit) })
       const url = `${c.path}?${query.toString()}`

@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import type { Test } from 'tap'
-import { freshDatabase } from './database.js'
+import { copyPgliteTemplate, freshDatabase } from './database.js'
 import { PgliteThread } from '../../src/db/pglite-thread.js'
 
 const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
@@ -50,12 +50,16 @@ export async function processDatabase (t: Test): Promise<ProcessDatabase> {
     t.teardown(async () => { await sql.end(); await db.drop() })
     return { env: { DATABASE_URL: db.url }, cwd, query: async <T extends Record<string, unknown>>(text: string) => await sql.unsafe(text) as unknown as T[] }
   }
+  // The server opens the migrated template's copy where it keeps its data, instead of creating one.
+  const dataDir = join(cwd, '.data/pglite')
+  await mkdir(dataDir, { recursive: true })
+  await copyPgliteTemplate(dataDir)
   return {
     env: {},
     cwd,
     async query<T extends Record<string, unknown>> (text: string): Promise<T[]> {
       // Opened as the service opens it (src/db/pglite-thread.ts), so the extensions are the same.
-      const pg = await PgliteThread.create({ dataDir: join(cwd, '.data/pglite') })
+      const pg = await PgliteThread.create({ dataDir })
       try {
         return (await pg.query<T>(text)).rows
       } finally {
