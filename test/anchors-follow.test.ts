@@ -179,12 +179,13 @@ t.test('deep pages read while a client creates rows before them are each the pag
   const page = async (offset: number, limit: number) => await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'desc', cursor: null, filters: '' })
 
   const created: number[] = []
-  // The writer keeps pace with the pages, whatever the speed of either: at most one row for each page
-  // begun, and three ahead, so that pages keep meeting rows created since the anchors were read.
-  const state = { writing: true, pages: 0 }
+  // While the first pages and the first read of the anchors run together, the writer writes freely (up
+  // to 300 rows), so that pages meet parts of the anchors that rows were created since. Then it keeps
+  // pace with the pages, whatever the speed of either: one row for each page begun, three ahead.
+  const state = { writing: true, limit: 300 }
   const writer = (async () => {
     while (state.writing && created.length < 600) {
-      if (created.length >= state.pages + 3) {
+      if (created.length >= state.limit) {
         await sleep(1)
         continue
       }
@@ -202,7 +203,7 @@ t.test('deep pages read while a client creates rows before them are each the pag
   const seen: Array<{ offset: number, limit: number, total: number, ids: number[] }> = []
   const from = reads.length
   const at = async (i: number): Promise<void> => {
-    state.pages++
+    state.limit++
     const limit = 10 + (i % 17)
     const offset = 1000 + ((i * 211) % (original.length - 1100))
     const got = await page(offset, limit)
@@ -212,6 +213,7 @@ t.test('deep pages read while a client creates rows before them are each the pag
     // The first pages at once, while the writes go on: the anchors are read in parts meanwhile.
     await createdPast(2)
     await Promise.all(Array.from({ length: 20 }, async (_, i) => { await at(i) }))
+    state.limit = created.length + 3
     // Then one at a time, each between writes.
     for (let i = 20; i < 140; i++) {
       const made = created.length
