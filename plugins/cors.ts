@@ -1,6 +1,7 @@
 // cors: which browser origins may call the API and read its answers (CONTRACT 12 "Browsers").
 import cors from '@fastify/cors'
 import fp from 'fastify-plugin'
+import { resourcePolicyFor } from '../src/http/resource-policy.js'
 
 export interface CorsPluginOptions {
   /** Allowed origins in the form of an Origin header, or '*' for any. */
@@ -8,7 +9,8 @@ export interface CorsPluginOptions {
 }
 
 export const CORS_METHODS = ['GET', 'HEAD', 'POST', 'DELETE', 'OPTIONS']
-export const CORS_ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-None-Match', 'X-Request-Id']
+// Last-Event-ID: an EventSource sends it when it reconnects to the change stream (CONTRACT 13).
+export const CORS_ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-None-Match', 'Last-Event-ID', 'X-Request-Id']
 // Beyond the CORS-safelisted ones (Cache-Control, Content-Type, …), what a client reads: validators,
 // links, where a creation went, when to retry, a replay, its rate budget, and the id to quote in a report.
 export const CORS_EXPOSED_HEADERS = ['ETag', 'Link', 'Location', 'Retry-After', 'Idempotent-Replayed',
@@ -39,7 +41,8 @@ export default fp<CorsPluginOptions>(async function corsPlugin (app, opts) {
   })
   // Helmet's Cross-Origin-Resource-Policy: same-origin is relaxed only for an origin CORS admits.
   app.addHook('onSend', function (request, reply, payload, done) {
-    if (reply.hasHeader('access-control-allow-origin')) reply.header('cross-origin-resource-policy', 'cross-origin')
+    const policy = resourcePolicyFor(reply.getHeader('access-control-allow-origin'))
+    if (policy !== undefined) reply.header('cross-origin-resource-policy', policy)
     done(null, payload)
   })
 }, { name: 'cors', fastify: '5.x', dependencies: ['security'] })

@@ -7,6 +7,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { UnauthorizedError } from '../src/errors.js'
 import { heavyReadCounts } from '../src/db/heavy-reads.js'
 import { deepPageReads, type DeepPageRead } from '../src/pages/deep-page-reads.js'
+import { liveDeliveries } from '../src/sync/live/deliveries.js'
 
 export interface MetricsPluginOptions {
   /** Bearer token the scrape must present; undefined leaves /metrics open. */
@@ -70,6 +71,42 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
     deepPageReads.unsubscribe(onDeepPage)
   })
 
+  // Live delivery (CONTRACT 13): clients held, what watching costs the database, and how long after a
+  // change became answerable its answer or event was written.
+  register.registerMetric(new Gauge({
+    name: 'live_long_polls_held',
+    help: 'Long-polls on the change feed held by this instance',
+    registers: [],
+    collect () { this.set(app.live.stats().heldPolls) }
+  }))
+  register.registerMetric(new Gauge({
+    name: 'live_streams_open',
+    help: 'Server-Sent Event streams of the change feed open on this instance',
+    registers: [],
+    collect () { this.set(app.live.stats().openStreams) }
+  }))
+  register.registerMetric(new Counter({
+    name: 'live_watch_queries_total',
+    help: 'Reads of the change-log head by this instance\'s watcher (one per interval while clients wait, however many)',
+    registers: [],
+    collect () { this.reset(); this.inc(app.live.stats().watchReads) }
+  }))
+  register.registerMetric(new Counter({
+    name: 'live_answer_reads_total',
+    help: 'Answers read for waiting positions: one per position, shared by every client waiting there',
+    registers: [],
+    collect () { this.reset(); this.inc(app.live.stats().answerReads) }
+  }))
+  const liveDelay = new Histogram({
+    name: 'live_delivery_delay_seconds',
+    help: 'From a change becoming answerable (the watcher read that found it) to its answer or event being written',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [register]
+  })
+  const onLiveDelivery = (delay: unknown): void => { liveDelay.observe(delay as number) }
+  liveDeliveries.subscribe(onLiveDelivery)
+  app.addHook('onClose', async () => { liveDeliveries.unsubscribe(onLiveDelivery) })
+
   // Reads that walk many rows, bounded per database handle (src/db/heavy-reads.ts): how many run,
   // and how many wait for one of them to end.
   register.registerMetric(new Gauge({
@@ -129,4 +166,4 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
     reply.type(register.contentType)
     return await register.metrics()
   })
-}, { name: 'metrics', fastify: '5.x', dependencies: ['db'] })
+}, { name: 'metrics', fastify: '5.x', dependencies: ['db', 'live'] })

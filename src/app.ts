@@ -13,6 +13,7 @@ import rateLimitPlugin from '../plugins/rate-limit.js'
 import rolesPlugin from '../plugins/roles.js'
 import validationPlugin from '../plugins/validation.js'
 import lifecyclePlugin from '../plugins/lifecycle.js'
+import livePlugin from '../plugins/live.js'
 import loadSheddingPlugin from '../plugins/load-shedding.js'
 import metricsPlugin from '../plugins/metrics.js'
 import requestLogPlugin from '../plugins/request-log.js'
@@ -204,6 +205,13 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     readUrls: config.databaseReadUrls,
     idempotencyTtlHours: config.idempotencyTtlHours,
     syncRetentionHours: config.syncRetentionHours
+  })
+  await app.register(livePlugin, {
+    maxConnections: config.liveMaxConnections,
+    maxPerClient: config.liveMaxPerClient,
+    maxBufferBytes: config.liveMaxBufferBytes,
+    heartbeatS: config.liveHeartbeatS,
+    watchMs: config.liveWatchMs
   })
   await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true })
   await app.register(rolesPlugin)

@@ -28,7 +28,12 @@ const EnvSchema = Type.Object({
   SHUTDOWN_GRACE_MS: Type.Integer({ minimum: 0, default: 10000 }),
   CORS_ORIGINS: Type.Optional(Type.String({ minLength: 1 })),
   IDEMPOTENCY_TTL_HOURS: Type.Integer({ minimum: 1, maximum: 8760, default: 24 }),
-  SYNC_RETENTION_HOURS: Type.Number({ exclusiveMinimum: 0, maximum: 87600, default: 720 })
+  SYNC_RETENTION_HOURS: Type.Number({ exclusiveMinimum: 0, maximum: 87600, default: 720 }),
+  LIVE_MAX_CONNECTIONS: Type.Integer({ minimum: 0, default: 10000 }),
+  LIVE_MAX_PER_CLIENT: Type.Integer({ minimum: 1, default: 100 }),
+  LIVE_MAX_BUFFER_BYTES: Type.Integer({ minimum: 1024, default: 1048576 }),
+  LIVE_HEARTBEAT_S: Type.Integer({ minimum: 1, maximum: 3600, default: 15 }),
+  LIVE_WATCH_MS: Type.Integer({ minimum: 1, maximum: 10000, default: 5 })
 })
 
 type Env = Static<typeof EnvSchema>
@@ -73,6 +78,16 @@ export interface AppConfig {
   idempotencyTtlHours: number
   /** How long the delta-sync change log keeps a change, and a sync token stays valid (CONTRACT 12). */
   syncRetentionHours: number
+  /** Held long-polls and open streams per instance (CONTRACT 13); 0 turns live delivery off. */
+  liveMaxConnections: number
+  /** Held long-polls and open streams per client address. */
+  liveMaxPerClient: number
+  /** Unsent bytes at which a stream that stopped reading is closed. */
+  liveMaxBufferBytes: number
+  /** Seconds without an event after which a stream gets a keep-alive comment. */
+  liveHeartbeatS: number
+  /** How often the instance's watcher reads the head of the change log while clients wait. */
+  liveWatchMs: number
 }
 
 export class ConfigError extends Error {
@@ -98,7 +113,12 @@ const MESSAGES: Record<string, string> = {
   SHUTDOWN_GRACE_MS: 'must be a non-negative integer (milliseconds)',
   CORS_ORIGINS: 'must be * or a comma-separated list of http(s) origins without a path, such as https://app.example.com',
   IDEMPOTENCY_TTL_HOURS: 'must be an integer from 1 to 8760 (hours)',
-  SYNC_RETENTION_HOURS: 'must be a number of hours above 0 and at most 87600'
+  SYNC_RETENTION_HOURS: 'must be a number of hours above 0 and at most 87600',
+  LIVE_MAX_CONNECTIONS: 'must be a non-negative integer (0 turns live delivery off)',
+  LIVE_MAX_PER_CLIENT: 'must be a positive integer',
+  LIVE_MAX_BUFFER_BYTES: 'must be an integer of at least 1024 (bytes)',
+  LIVE_HEARTBEAT_S: 'must be an integer from 1 to 3600 (seconds)',
+  LIVE_WATCH_MS: 'must be an integer from 1 to 10000 (milliseconds)'
 }
 
 // An address, an address/prefix, or one of proxy-addr's names for the private ranges.
@@ -202,6 +222,11 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     corsOrigins,
     idempotencyTtlHours: e.IDEMPOTENCY_TTL_HOURS,
-    syncRetentionHours: e.SYNC_RETENTION_HOURS
+    syncRetentionHours: e.SYNC_RETENTION_HOURS,
+    liveMaxConnections: e.LIVE_MAX_CONNECTIONS,
+    liveMaxPerClient: e.LIVE_MAX_PER_CLIENT,
+    liveMaxBufferBytes: e.LIVE_MAX_BUFFER_BYTES,
+    liveHeartbeatS: e.LIVE_HEARTBEAT_S,
+    liveWatchMs: e.LIVE_WATCH_MS
   })
 }

@@ -29,8 +29,11 @@ export const DatabaseUnavailableError = createError('API_DATABASE_UNAVAILABLE', 
 // handler does not log them as errors.
 export const LOAD_SHED_CODE = 'API_LOAD_SHED'
 export const DRAINING_CODE = 'API_DRAINING'
+export const LIVE_FULL_CODE = 'API_LIVE_FULL'
 export const LoadShedError = createError(LOAD_SHED_CODE, 'Service unavailable', 503, Error, false)
 export const DrainingError = createError(DRAINING_CODE, 'Service unavailable', 503, Error, false)
+/** Every live slot of this instance is taken (LIVE_MAX_CONNECTIONS, CONTRACT 13). */
+export const LiveFullError = createError(LIVE_FULL_CODE, 'Service unavailable', 503, Error, false)
 
 /** An upstream answered with a non-success status that the API mirrors (SPEC 4.8). */
 // Its statusCode is set per instance to the upstream's status, hence the widened type.
@@ -38,7 +41,7 @@ export const UpstreamStatusError = createError<'API_UPSTREAM_STATUS', number>('A
 
 /** A 503 answered by design: logged at debug, never as a failure. */
 export function isExpectedUnavailable (err: { code?: unknown }): boolean {
-  return err.code === LOAD_SHED_CODE || err.code === DRAINING_CODE
+  return err.code === LOAD_SHED_CODE || err.code === DRAINING_CODE || err.code === LIVE_FULL_CODE
 }
 
 export function isPublicError (err: { code?: unknown }): boolean {

@@ -45,7 +45,12 @@ t.test('CONTRACT 2: the defaults', async (t) => {
     shutdownGraceMs: 10000,
     corsOrigins: undefined,
     idempotencyTtlHours: 24,
-    syncRetentionHours: 720
+    syncRetentionHours: 720,
+    liveMaxConnections: 10000,
+    liveMaxPerClient: 100,
+    liveMaxBufferBytes: 1048576,
+    liveHeartbeatS: 15,
+    liveWatchMs: 5
   }, 'an empty environment gives every default')
   t.ok(Object.isFrozen(loadConfig({})), 'the config is frozen')
   t.same(loadConfig({ PORT: '', AUTH_ISSUER: '', LOG_LEVEL: '' }), loadConfig({}), 'empty values count as unset')

@@ -12,7 +12,7 @@ const EXPOSED = 'ETag, Link, Location, Retry-After, Idempotent-Replayed, X-RateL
 const PREFLIGHT = {
   'access-control-allow-origin': APP,
   'access-control-allow-methods': 'GET, HEAD, POST, DELETE, OPTIONS',
-  'access-control-allow-headers': 'Authorization, Content-Type, Idempotency-Key, If-None-Match, X-Request-Id',
+  'access-control-allow-headers': 'Authorization, Content-Type, Idempotency-Key, If-None-Match, Last-Event-ID, X-Request-Id',
   'access-control-expose-headers': EXPOSED,
   'access-control-max-age': '600'
 }

@@ -258,13 +258,16 @@ t.test('tokens are opaque but round-trip exactly', async (t) => {
   t.same(decodeSyncToken(encodeSyncToken(snapshot)), snapshot)
 })
 
-t.test('the OpenAPI document declares the route, its query and its 200, 400 and 410', async (t) => {
+t.test('the OpenAPI document declares the route, its query (wait included) and its 200 as JSON and as events, 400 and 410', async (t) => {
   const app = await build(t)
   const doc = (await app.inject({ url: '/api-docs/json' })).json()
   const op = doc.paths['/v2/messages/changes']?.get
   t.ok(op, 'documented')
   // Its own 200, 400 and 410, and what every rate-limited operation may answer (src/openapi/document.ts).
   t.same(Object.keys(op.responses).sort(), ['200', '400', '410', '429', '500', '503'])
-  t.same(op.parameters.map((p: { name: string, in: string }) => `${p.in}:${p.name}`).sort(), ['query:limit', 'query:since'])
+  t.same(op.parameters.map((p: { name: string, in: string }) => `${p.in}:${p.name}`).sort(), ['query:limit', 'query:since', 'query:wait'])
   t.ok(doc.components.schemas.MessageChanges, 'the answer is a named schema')
+  // CONTRACT 13: the same 200 as JSON or as a stream of events.
+  t.same(Object.keys(op.responses['200'].content).sort(), ['application/json', 'text/event-stream'])
+  t.equal(op.responses['200'].content['application/json'].schema.$ref, '#/components/schemas/MessageChanges')
 })

@@ -4,19 +4,18 @@ import { MissingQueryError } from '../../src/errors.js'
 import { found } from '../../src/http-cache/entity-tag.js'
 import { createIdempotentCreator } from '../../src/idempotency/idempotent-create.js'
 import { pageLinks } from '../../src/pages/links.js'
-import { clampLimit } from '../../src/pages/request.js'
 import { readPage } from '../../src/pages/page.js'
-import { createRepresentationSender, sendJson } from '../../src/http-cache/representation.js'
+import { createRepresentationSender } from '../../src/http-cache/representation.js'
 import { messageLocation } from '../../src/messages/row.js'
 import { MESSAGE_SORT_FIELDS } from '../../src/schemas/messages.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import {
-  CreateMessageBody, createdMessageResponse, IdempotencyKeyHeaders, keyInProgressResponse, keyReusedResponse, MessageChangesQuery,
-  MessageChangesSchema, MessageListQuery, MessagePageSchema, MessageSchema, MessageSearchQuery, SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT
+  changesResponse, CreateMessageBody, createdMessageResponse, IdempotencyKeyHeaders, keyInProgressResponse, keyReusedResponse, liveClientLimitResponse,
+  liveFullResponse, MessageChangesQuery, MessageChangesSchema, MessageListQuery, MessagePageSchema, MessageSchema, MessageSearchQuery
 } from '../../src/schemas/messages.js'
 
 const messages: FastifyPluginAsyncTypebox = async function (app) {
-  const { messagesRepository, idempotencyRepository, messageChanges } = app
+  const { messagesRepository, idempotencyRepository } = app
   const MessageRef = Ref(MessageSchema)
   // Tagged public reads (CONTRACT 12). Cached pages and messages come back as the same objects: each
   // is serialized once per route and compressed once per encoding.
@@ -59,22 +58,30 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       (page) => ({ link: pageLinks(request.url, page) }))
   })
 
-  // CONTRACT 12, delta sync: what changed since the client's token, whoever wrote it.
+  // CONTRACT 12 and 13, delta sync: what changed since the client's token, whoever wrote it; held
+  // until something did (`wait`), or streamed as it happens (Accept: text/event-stream).
   app.get('/changes', {
     schema: {
       tags: ['messages'],
       operationId: 'getMessageChanges',
-      summary: 'Changes since a sync token (public): a copy of every message first, then creations, changes and deletions',
+      summary: 'Changes since a sync token (public): a copy of every message first, then creations, changes and deletions; long-poll or stream',
       description: 'Call without `since` to start: every message comes as an `upsert`, in id order, over as many calls as it takes. ' +
         'Apply each answer (upsert and delete by id) and call again with `next` while `hasMore` is true; when it is false, ' +
-        'keep `next` and poll with it later. On 410, drop the copy and start again without `since`.',
+        'keep `next` and call again with it, with `wait` to be answered as soon as something changes. On 410, drop the copy and start again without `since`. ' +
+        'With `Accept: text/event-stream` the same answers come as Server-Sent Events on one open response, starting at `Last-Event-ID`, else `since`, ' +
+        'else the copy; a malformed or expired token is answered 400 or 410 as JSON before the stream starts.',
       querystring: MessageChangesQuery,
-      response: { 200: Ref(MessageChangesSchema), 400: ErrorRef, 410: ErrorRef, 500: ErrorRef }
+      response: {
+        200: changesResponse(Ref(MessageChangesSchema)),
+        400: ErrorRef,
+        410: ErrorRef,
+        429: liveClientLimitResponse(ErrorRef),
+        500: ErrorRef,
+        503: liveFullResponse(ErrorRef)
+      }
     }
   }, async function (request, reply) {
-    const { since, limit } = request.query
-    const body = await messageChanges.read(since, clampLimit(limit, SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT))
-    return sendJson(reply.header('cache-control', 'no-store'), body)
+    return app.serveChanges(request, reply)
   })
 
   app.get('/:id', {

@@ -40,9 +40,14 @@ function toInteger (value: string | number | undefined, fallback: number): numbe
   return Number.isFinite(n) ? n : fallback
 }
 
+/** A lenient integer parameter: clamped into min..max; missing or not a number gives the default. */
+export function clampInteger (value: string | number | undefined, fallback: number, min: number, max: number): number {
+  return Math.min(max, Math.max(min, toInteger(value, fallback)))
+}
+
 /** SPEC 4.9's `limit`: clamped into 1..max; missing or not a number gives the default. */
 export function clampLimit (value: string | number | undefined, fallback: number, max: number): number {
-  return Math.min(max, Math.max(1, toInteger(value, fallback)))
+  return clampInteger(value, fallback, 1, max)
 }
 
 const PAGINATION_KEYS = new Set(['page', 'limit', 'sort', 'order', 'after', 'before'])

@@ -73,6 +73,38 @@ export const keyInProgressResponse = <T extends TSchema>(error: T) => Type.Unsaf
   headers: { 'Retry-After': { type: 'integer', description: 'Seconds to wait before retrying', examples: [1] } }
 })
 
+const RETRY_AFTER_HEADER = { 'Retry-After': { type: 'integer', description: 'Seconds to wait before retrying', examples: [1] } }
+
+/** 200 of the change feed: JSON, or with `Accept: text/event-stream` a stream of those answers as events. */
+export const changesResponse = <T extends TSchema>(answer: T) => Type.Unsafe<Static<T>>({
+  description: 'An answer; with `Accept: text/event-stream`, a stream of answers, one event each',
+  content: {
+    'application/json': { schema: answer },
+    'text/event-stream': {
+      schema: {
+        type: 'string',
+        description: 'Server-Sent Events. Each answer with changes is one event: `id` is its `next` (sent back as Last-Event-ID on reconnection), ' +
+          '`event` is `changes`, `data` its JSON on one line. A `: keep-alive` comment follows every quiet LIVE_HEARTBEAT_S (15) seconds.',
+        examples: ['id: MS5jLjEuNzQ0LjAuMTc5NTQ3NTI2NTM3MQ\nevent: changes\ndata: {"data":[{"op":"delete","id":7}],"next":"MS5jLjEuNzQ0LjAuMTc5NTQ3NTI2NTM3MQ","hasMore":false}\n\n']
+      }
+    }
+  }
+})
+
+/** 429 of a live request: this client holds LIVE_MAX_PER_CLIENT long-polls and streams already (or its rate limit is spent). */
+export const liveClientLimitResponse = <T extends TSchema>(error: T) => Type.Unsafe<Static<T>>({
+  ...error,
+  description: 'Too many requests: the rate limit of this caller, or LIVE_MAX_PER_CLIENT held long-polls and streams from this address; retry after Retry-After seconds',
+  headers: RETRY_AFTER_HEADER
+})
+
+/** 503 of a live request: every live slot of the instance is taken, or it is shutting down. */
+export const liveFullResponse = <T extends TSchema>(error: T) => Type.Unsafe<Static<T>>({
+  ...error,
+  description: 'Service unavailable: overloaded, shutting down, or LIVE_MAX_CONNECTIONS held long-polls and streams on this instance; retry after Retry-After seconds',
+  headers: RETRY_AFTER_HEADER
+})
+
 /** 422: the key was first used with another body. */
 export const keyReusedResponse = <T extends TSchema>(error: T) => Type.Unsafe<Static<T>>({
   ...error,
@@ -99,6 +131,8 @@ export type MessageSearchQuery = Static<typeof MessageSearchQuery>
 // CONTRACT 12, delta sync.
 export const SYNC_DEFAULT_LIMIT = 100
 export const SYNC_MAX_LIMIT = 1000
+// CONTRACT 13: seconds a long-poll may be held.
+export const SYNC_MAX_WAIT = 60
 
 export const MessageChangesQuery = Type.Object({
   since: Type.Optional(Type.String({
@@ -107,7 +141,10 @@ export const MessageChangesQuery = Type.Object({
     examples: ['MS5jLjEuNzQ0LjAuMTc5NTQ3NTI2NTM3MQ']
   })),
   limit: Type.Optional(LenientInteger({ minimum: 1, maximum: SYNC_MAX_LIMIT, default: SYNC_DEFAULT_LIMIT },
-    `Entries per answer, clamped into 1..${SYNC_MAX_LIMIT}. Missing or invalid: ${SYNC_DEFAULT_LIMIT}.`))
+    `Entries per answer, clamped into 1..${SYNC_MAX_LIMIT}. Missing or invalid: ${SYNC_DEFAULT_LIMIT}.`)),
+  wait: Type.Optional(LenientInteger({ minimum: 0, maximum: SYNC_MAX_WAIT, default: 0 },
+    'Long-poll: with `since`, when nothing has changed, hold the request up to this many seconds and answer as soon as something does. ' +
+    `Clamped into 0..${SYNC_MAX_WAIT}; missing or invalid: 0 (answer at once). Ignored without \`since\`.`))
 })
 export type MessageChangesQuery = Static<typeof MessageChangesQuery>
 

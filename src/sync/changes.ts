@@ -29,6 +29,26 @@ interface PageState {
   horizon: string
 }
 
+/** The state of the log as a poll (or the live watcher) first reads it: PageState and the newest logged transaction. */
+export interface ChangesHead extends PageState {
+  newest: string | null
+}
+
+/** An answer of GET /v2/messages/changes: its body, serialized, and what it says, for live delivery. */
+export interface ChangesAnswer {
+  body: Buffer
+  /** The body's `next`. */
+  token: string
+  epoch: string
+  next: SyncPosition
+  hasMore: boolean
+  /** `data` is []. */
+  empty: boolean
+}
+
+/** What a head read says of a position: its token expired, an answer must be read, or none can be (yet). */
+export type HeadVerdict = { kind: 'expired' } | { kind: 'read' } | { kind: 'none', next: ChangesPosition }
+
 // The state every answer is checked against and positioned by: the snapshot's xmin, the epoch and
 // the pruned horizon. Scalar subqueries, so the planner knows it is one row: as a scan of sync_state,
 // never analyzed, it expected 1,810 and priced pages so high that JIT compiled each (250 ms a page).
@@ -111,12 +131,12 @@ function page<State extends PageState> (rows: RawRow[], limit: number): { state:
 }
 
 // A poll usually finds nothing: the state and the newest logged transaction, one shared read for
-// every poll waiting (sharedRead), answer it without reading the log.
-const headStatement = statement<{ xmin: string, epoch: string, horizon: string, newest: string | null }>('message_changes_head', sql`
+// every poll waiting (sharedRead), answer it without reading the log. The live watcher reads the same.
+const headStatement = statement<ChangesHead>('message_changes_head', sql`
   SELECT s.xmin::text AS xmin, s.epoch::text AS epoch, s.horizon::text AS horizon,
     (SELECT max(c.xid) FROM message_changes c)::text AS newest
   FROM (${STATE}) s`)
-const readHead = sharedRead(async (db) => {
+const readHead = sharedRead(async (db): Promise<ChangesHead> => {
   const [row] = await headStatement(db, {})
   if (row === undefined) throw new Error('sync_state has no row')
   return row
@@ -193,9 +213,10 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
   const retentionMs = options.retentionHours * 3_600_000
   const readAhead = createReadAhead()
 
-  function answer (epoch: string, data: Buffer, next: SyncPosition, hasMore: boolean): Buffer {
+  function answer (epoch: string, data: Buffer, next: SyncPosition, hasMore: boolean): ChangesAnswer {
     const token = encodeSyncToken({ epoch, issuedAt: Date.now(), position: next })
-    return Buffer.concat([DATA_START, data, Buffer.from(`],"next":"${token}","hasMore":${String(hasMore)}}`)])
+    const body = Buffer.concat([DATA_START, data, Buffer.from(`],"next":"${token}","hasMore":${String(hasMore)}}`)])
+    return { body, token, epoch, next, hasMore, empty: data.length === 0 }
   }
 
   /** Where a client stands once it has every entry below `xmin`: never behind where it stood. */
@@ -212,7 +233,7 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     return { ...state, data, last: last ?? after, more }
   }
 
-  async function snapshot (target: Database, epoch: string | undefined, watermark: string | undefined, after: number, limit: number): Promise<Buffer> {
+  async function snapshot (target: Database, epoch: string | undefined, watermark: string | undefined, after: number, limit: number): Promise<ChangesAnswer> {
     // A page read ahead serves only when more follow it: whether the copy is complete, and current,
     // is decided by a read made after the request arrived.
     const early = epoch === undefined || watermark === undefined ? undefined : await readAhead.take(`${epoch}.${limit}`, watermark, after)
@@ -230,10 +251,17 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     return page.logged ? answer(page.epoch, page.data, changes, true) : answer(page.epoch, page.data, caughtUp(changes, page.xmin), false)
   }
 
-  async function changes (target: Database, epoch: string, position: ChangesPosition, limit: number): Promise<Buffer> {
-    const head = await readHead(target)
-    checkValid(epoch, position.xid, head)
-    if (head.newest === null || later(position.xid, head.newest)) return answer(head.epoch, EMPTY, caughtUp(position, head.xmin), false)
+  /** What the head says of a position: whether the log can hold an answer for it below xmin. */
+  function verdict (head: ChangesHead, epoch: string, position: ChangesPosition): HeadVerdict {
+    if (epoch !== head.epoch || later(head.horizon, position.xid)) return { kind: 'expired' }
+    // Nothing logged at or after the position: every transaction below xmin has been answered.
+    if (head.newest === null || later(position.xid, head.newest)) return { kind: 'none', next: caughtUp(position, head.xmin) }
+    // Entries at or after the position, but none below xmin yet: the position stands.
+    if (!later(head.xmin, position.xid)) return { kind: 'none', next: position }
+    return { kind: 'read' }
+  }
+
+  async function changesPageAt (target: Database, epoch: string, position: ChangesPosition, limit: number): Promise<ChangesAnswer> {
     const { state, data } = page<PageState & { n: number, lastXid: string | null, lastId: number | null }>(await changesPage(target, { xid: position.xid, id: position.id, limit }), limit)
     checkValid(epoch, position.xid, state)
     if (state.n > limit && state.lastXid !== null && state.lastId !== null) {
@@ -242,20 +270,46 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     return answer(state.epoch, data, caughtUp(position, state.xmin), false)
   }
 
+  async function changes (target: Database, epoch: string, position: ChangesPosition, limit: number): Promise<ChangesAnswer> {
+    const found = verdict(await readHead(target), epoch, position)
+    if (found.kind === 'expired') throw new SyncTokenExpiredError()
+    if (found.kind === 'none') return answer(epoch, EMPTY, found.next, false)
+    return changesPageAt(target, epoch, position, limit)
+  }
+
+  /** The answer at a decoded position: the initial copy from its start when there is none. */
+  function readAt (epoch: string | undefined, position: SyncPosition | undefined, limit: number): Promise<ChangesAnswer> {
+    if (epoch === undefined || position === undefined) return read((target) => snapshot(target, undefined, undefined, 0, limit))
+    return read((target) => position.kind === 'snapshot'
+      ? snapshot(target, epoch, position.watermark, position.after, limit)
+      : changes(target, epoch, position, limit))
+  }
+
   return {
-    /** The answer to GET /v2/messages/changes, serialized: 400 for a malformed token, 410 for an expired one. */
-    read (since: string | undefined, limit: number): Promise<Buffer> {
-      if (since === undefined) return read((target) => snapshot(target, undefined, undefined, 0, limit))
+    /** The answer to GET /v2/messages/changes: 400 for a malformed token, 410 for an expired one. */
+    read (since: string | undefined, limit: number): Promise<ChangesAnswer> {
+      if (since === undefined) return readAt(undefined, undefined, limit)
       const token = decodeSyncToken(since)
       const age = Date.now() - token.issuedAt
       // No answer was made in the future: such a token was altered (clocks of instances may differ a little).
       if (age < -CLOCK_SKEW_MS) throw new InvalidSyncTokenError()
       if (age > retentionMs) throw new SyncTokenExpiredError()
-      const { position } = token
-      return read((target) => position.kind === 'snapshot'
-        ? snapshot(target, token.epoch, position.watermark, position.after, limit)
-        : changes(target, token.epoch, position, limit))
+      return readAt(token.epoch, token.position, limit)
     },
+
+    readAt,
+
+    /** The state of the log now, from a database chosen for reads; shared by everyone asking at once. */
+    head: (): Promise<ChangesHead> => read(readHead),
+
+    verdict,
+
+    /** The change entries after a position, read without a head first (the caller has read one). */
+    changesAfter: (epoch: string, position: ChangesPosition, limit: number): Promise<ChangesAnswer> =>
+      read((target) => changesPageAt(target, epoch, position, limit)),
+
+    /** An answer with no changes, standing at a position: a long-poll's when its wait is over. */
+    nothingAt: (epoch: string, position: SyncPosition): ChangesAnswer => answer(epoch, EMPTY, position, false),
 
     /** Deletes log entries older than the retention, batch by batch; returns how many went. Primary only. */
     prune (): Promise<number> {

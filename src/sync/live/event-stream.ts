@@ -1,0 +1,75 @@
+import type { ServerResponse } from 'node:http'
+import type { ChangesAnswer } from '../changes.js'
+import type { Group, Waiter } from './hub.js'
+
+// Server-Sent Events framing (CONTRACT 13), written here rather than with @fastify/sse: that plugin
+// formats and serialises every message again for every client, and keeps a timer per connection for
+// its heartbeats. Here an answer is framed once and the same bytes go to every stream waiting at its
+// position; one sweep per instance writes the keep-alives. The format is a few lines: `id`, `event`
+// and one `data` line (the answer's JSON has no line breaks), then a blank line.
+
+const EVENT_TAIL = Buffer.from('\n\n')
+
+/** An answer as one event: `id` is the answer's `next`, so a reconnecting client resumes after it. */
+export function frameEvent (answer: ChangesAnswer): Buffer {
+  return Buffer.concat([Buffer.from(`id: ${answer.token}\nevent: changes\ndata: `), answer.body, EVENT_TAIL])
+}
+
+export const KEEP_ALIVE = Buffer.from(': keep-alive\n\n')
+
+export const EVENT_STREAM_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-store' }
+
+export interface EventStreamOptions {
+  /** Unsent bytes at which a client that stopped reading is cut off (LIVE_MAX_BUFFER_BYTES). */
+  maxBufferBytes: number
+  /** Told when an event was written, with how long after it became answerable (seconds). */
+  delivered: (delaySeconds: number) => void
+}
+
+/** An open stream: writes whole events, and cuts the client off when too many wait unsent. */
+export class EventStream implements Waiter {
+  readonly follows = true
+  group: Group | undefined = undefined
+  /** performance.now() of the last write, for the keep-alive sweep. */
+  lastWrite = performance.now()
+  #open = true
+
+  constructor (readonly response: ServerResponse, private readonly options: EventStreamOptions) {}
+
+  get open (): boolean {
+    return this.#open && !this.response.destroyed
+  }
+
+  answer (_answer: ChangesAnswer, event: () => Buffer, foundAt: number): boolean {
+    if (!this.write(event())) return false
+    this.options.delivered((performance.now() - foundAt) / 1000)
+    return true
+  }
+
+  /** Writes whole events only; false when the stream is closed, or is closed now for falling behind. */
+  write (bytes: Buffer): boolean {
+    if (!this.open) return false
+    this.response.write(bytes)
+    this.lastWrite = performance.now()
+    // A client that stops reading would make the server hold every event for it. It resumes from
+    // its last event id, on any instance, and loses nothing.
+    if (this.response.writableLength > this.options.maxBufferBytes) {
+      this.#open = false
+      this.response.destroy()
+      return false
+    }
+    return true
+  }
+
+  /** The log no longer holds what this stream needs: end it; reconnecting, the client gets 410. */
+  expired (): void {
+    this.end()
+  }
+
+  /** Ends the stream after its last complete event. */
+  end (): void {
+    if (!this.#open) return
+    this.#open = false
+    this.response.end()
+  }
+}

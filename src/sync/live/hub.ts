@@ -1,0 +1,190 @@
+import { SyncTokenExpiredError } from '../../errors.js'
+import type { ChangesAnswer, ChangesHead, MessageChangesRepository } from '../changes.js'
+import type { SyncPosition } from '../token.js'
+import { createChangeWatcher } from './watcher.js'
+
+// The clients an instance holds, grouped by the position they wait at (CONTRACT 13). Each head the
+// watcher reads is judged once per position, not once per client; an answer is read and serialised
+// once per position and handed to every client waiting there. Clients that are answered move on
+// together to the answer's `next`, and clients whose position no answer can reach move up to the
+// head's, so positions merge: idle clients all wait at one position, and one write costs one read.
+//
+// Why sharing is exact: an answer for a position, read from any snapshot, is an answer a poll from
+// that position could have got (src/sync/changes.ts). A client that joins a position while its answer
+// is being read receives that answer, as if its own poll had arrived a moment earlier.
+
+/** A client held by the hub: a long-poll that waits for one answer, or a stream that follows the feed. */
+export interface Waiter {
+  /** A stream: it follows on after an answer. A long-poll leaves with its answer. */
+  readonly follows: boolean
+  /** Where it waits; set by the hub. */
+  group: Group | undefined
+  /**
+   * An answer with changes for its position, found answerable at `foundAt` (performance.now()).
+   * `event` frames it for a stream, once for every stream waiting there. False: the client is gone.
+   */
+  answer: (answer: ChangesAnswer, event: () => Buffer, foundAt: number) => boolean
+  /** Its position expired (410): the log no longer holds what it needs. */
+  expired: () => void
+}
+
+export interface Group {
+  readonly key: string
+  /** The feed's epoch and position; both undefined for the start of the initial copy. */
+  readonly epoch: string | undefined
+  readonly position: SyncPosition | undefined
+  readonly limit: number
+  readonly waiters: Set<Waiter>
+  /** Read at once, not at the watcher's word: the clients are catching up (hasMore). */
+  due: boolean
+  reading: boolean
+}
+
+export type LiveFeed = Pick<MessageChangesRepository, 'readAt' | 'head' | 'verdict' | 'changesAfter'>
+
+export interface HubOptions {
+  feed: LiveFeed
+  watchMs: number
+  /** Frames an answer as one event of a stream. */
+  frame: (answer: ChangesAnswer) => Buffer
+  onError: (err: unknown) => void
+}
+
+function keyOf (epoch: string | undefined, position: SyncPosition | undefined, limit: number): string {
+  if (epoch === undefined || position === undefined) return `copy.${limit}`
+  return position.kind === 'snapshot'
+    ? `${epoch}.s.${position.watermark}.${position.after}.${limit}`
+    : `${epoch}.c.${position.xid}.${position.id}.${limit}`
+}
+
+export function createLiveHub (options: HubOptions) {
+  const { feed } = options
+  const groups = new Map<string, Group>()
+  let answerReads = 0
+  let closed = false
+  const watcher = createChangeWatcher({ intervalMs: options.watchMs, readHead: feed.head, onHead, onError: options.onError })
+
+  /** Forgets a group that no one waits in and that is not being read; the watcher rests when none is left. */
+  function tidy (group: Group): void {
+    if (group.waiters.size === 0 && !group.reading && groups.get(group.key) === group) groups.delete(group.key)
+    if (groups.size === 0) watcher.watch(false)
+  }
+
+  function place (waiter: Waiter, epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean): void {
+    const key = keyOf(epoch, position, limit)
+    let group = groups.get(key)
+    if (group === undefined) {
+      group = { key, epoch, position, limit, waiters: new Set(), due, reading: false }
+      groups.set(key, group)
+    }
+    group.waiters.add(waiter)
+    waiter.group = group
+    if (due && !group.reading) {
+      group.due = true
+      readGroup(group, performance.now()).catch(options.onError)
+    }
+    watcher.watch(true)
+  }
+
+  function leave (waiter: Waiter): void {
+    const group = waiter.group
+    if (group === undefined) return
+    waiter.group = undefined
+    group.waiters.delete(waiter)
+    tidy(group)
+  }
+
+  /** Moves every waiter of a group to another position (merging with the group waiting there). */
+  function move (group: Group, waiters: Iterable<Waiter>, epoch: string, position: SyncPosition, due: boolean): void {
+    if (groups.get(group.key) === group) groups.delete(group.key)
+    for (const waiter of waiters) place(waiter, epoch, position, group.limit, due)
+    tidy(group)
+  }
+
+  function expire (group: Group): void {
+    if (groups.get(group.key) === group) groups.delete(group.key)
+    for (const waiter of [...group.waiters]) {
+      waiter.group = undefined
+      waiter.expired()
+    }
+    group.waiters.clear()
+    tidy(group)
+  }
+
+  function deliver (group: Group, answer: ChangesAnswer, foundAt: number): void {
+    if (groups.get(group.key) === group) groups.delete(group.key)
+    const staying: Waiter[] = []
+    let event: Buffer | undefined
+    const frame = (): Buffer => (event ??= options.frame(answer))
+    for (const waiter of group.waiters) {
+      waiter.group = undefined
+      // An answer without changes is nobody's event: everyone waits on, at its `next`.
+      if (answer.empty) staying.push(waiter)
+      else if (waiter.answer(answer, frame, foundAt) && waiter.follows) staying.push(waiter)
+    }
+    group.waiters.clear()
+    move(group, staying, answer.epoch, answer.next, answer.hasMore)
+  }
+
+  async function readGroup (group: Group, foundAt: number): Promise<void> {
+    group.reading = true
+    answerReads++
+    let answer: ChangesAnswer
+    try {
+      const { epoch, position } = group
+      answer = !group.due && epoch !== undefined && position?.kind === 'changes'
+        ? await feed.changesAfter(epoch, position, group.limit)
+        : await feed.readAt(epoch, position, group.limit)
+    } catch (err) {
+      group.reading = false
+      if (err instanceof SyncTokenExpiredError) expire(group)
+      else {
+        // Tried again at the watcher's next read.
+        options.onError(err)
+        tidy(group)
+      }
+      return
+    }
+    group.reading = false
+    if (closed) return
+    deliver(group, answer, foundAt)
+  }
+
+  async function onHead (head: ChangesHead, readAt: number): Promise<void> {
+    const reads: Array<Promise<void>> = []
+    for (const group of [...groups.values()]) {
+      if (group.reading || group.waiters.size === 0) continue
+      const { epoch, position } = group
+      if (group.due || epoch === undefined || position === undefined || position.kind === 'snapshot') {
+        reads.push(readGroup(group, readAt))
+        continue
+      }
+      const verdict = feed.verdict(head, epoch, position)
+      if (verdict.kind === 'expired') expire(group)
+      else if (verdict.kind === 'read') reads.push(readGroup(group, readAt))
+      else if (verdict.next !== position && keyOf(epoch, verdict.next, group.limit) !== group.key) move(group, [...group.waiters], epoch, verdict.next, false)
+    }
+    await Promise.all(reads)
+  }
+
+  return {
+    /** Holds a client at a position; `due`: read its answer at once (a stream catching up). */
+    place (waiter: Waiter, epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean): void {
+      if (!closed) place(waiter, epoch, position, limit, due)
+    },
+    leave,
+    /** A write through this instance committed: look now rather than at the next interval. */
+    poke: () => { watcher.poke() },
+    /** Every client held, in no order: for shutdown. */
+    waiters (): Waiter[] {
+      return [...groups.values()].flatMap((group) => [...group.waiters])
+    },
+    stats: () => ({ watchReads: watcher.reads(), answerReads, positions: groups.size }),
+    close (): void {
+      closed = true
+      watcher.stop()
+    }
+  }
+}
+
+export type LiveHub = ReturnType<typeof createLiveHub>

@@ -1,0 +1,24 @@
+import { SyncTokenExpiredError } from '../../errors.js'
+import type { ChangesAnswer } from '../changes.js'
+import type { Group, Waiter } from './hub.js'
+
+/** A held long-poll (CONTRACT 13): waits for one answer with changes, its `wait` to end, or the client to leave. */
+export class HeldPoll implements Waiter {
+  readonly follows = false
+  group: Group | undefined = undefined
+
+  constructor (
+    private readonly settle: (result: ChangesAnswer | Error) => void,
+    private readonly delivered: (delaySeconds: number) => void
+  ) {}
+
+  answer (answer: ChangesAnswer, _event: () => Buffer, foundAt: number): boolean {
+    this.settle(answer)
+    this.delivered((performance.now() - foundAt) / 1000)
+    return false
+  }
+
+  expired (): void {
+    this.settle(new SyncTokenExpiredError())
+  }
+}
