@@ -17,7 +17,7 @@ declare module 'fastify' {
 }
 
 /** What of the request the change feed reads. */
-type ChangesRequest = Pick<FastifyRequest, 'headers' | 'ip'> & { query: MessageChangesQuery }
+type ChangesRequest = Pick<FastifyRequest, 'headers' | 'ip' | 'method'> & { query: MessageChangesQuery }
 
 const MEDIA = ['application/json', 'text/event-stream']
 
@@ -38,7 +38,8 @@ export default fp<LiveOptions>(async function live (app, opts) {
   app.decorate('serveChanges', async function serveChanges (request: ChangesRequest, reply: FastifyReply) {
     const { since, limit, wait } = request.query
     const changes = { since, limit: clampLimit(limit, SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT), wait: clampInteger(wait, 0, 0, SYNC_MAX_WAIT), address: request.ip }
-    if (wantsEvents(request.headers.accept)) {
+    // A HEAD has no body to stream: it is answered as the poll it would be.
+    if (request.method === 'GET' && wantsEvents(request.headers.accept)) {
       // A reconnecting EventSource resumes from the last event it received.
       const lastEventId = request.headers['last-event-id']
       await delivery.stream(reply, typeof lastEventId === 'string' && lastEventId !== '' ? { ...changes, since: lastEventId } : changes)

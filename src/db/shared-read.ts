@@ -1,31 +1,48 @@
 import type { Database } from './client.js'
 
-/**
- * Shares one read among every request that wants it at about the same time, per database: a request
- * that arrives while a read is running waits for the next one, which starts after it arrived and so
- * sees every write committed before it. Under load this is one query per round trip, not per request.
- */
-export function sharedRead<T> (read: (db: Database) => Promise<T>): (db: Database) => Promise<T> {
-  const running = new WeakMap<Database, Promise<T>>()
-  const queued = new WeakMap<Database, Promise<T>>()
+interface Store<K, V> {
+  get: (key: K) => V | undefined
+  set: (key: K, value: V) => unknown
+  delete: (key: K) => boolean
+}
 
-  return function shared (db: Database): Promise<T> {
-    const current = running.get(db)
+/**
+ * Shares one read among every request for the same key at about the same time: a request that arrives
+ * while a read is running waits for the next one, which starts after it arrived and so sees every write
+ * committed before it. Under load this is one query per round trip and key, not per request.
+ */
+function shareBy<K, T> (running: Store<K, Promise<T>>, queued: Store<K, Promise<T>>): (key: K, read: () => Promise<T>) => Promise<T> {
+  return function shared (key: K, read: () => Promise<T>): Promise<T> {
+    const current = running.get(key)
     if (current === undefined) {
-      const started = read(db)
-      running.set(db, started)
-      const done = () => { if (running.get(db) === started) running.delete(db) }
+      const started = read()
+      running.set(key, started)
+      const done = () => { if (running.get(key) === started) running.delete(key) }
       started.then(done, done)
       return started
     }
-    let next = queued.get(db)
+    let next = queued.get(key)
     if (next === undefined) {
-      next = current.then(() => undefined, () => undefined).then(() => {
-        queued.delete(db)
-        return shared(db)
+      next = current.then(() => undefined, () => undefined).then(async (): Promise<T> => {
+        queued.delete(key)
+        return shared(key, read)
       })
-      queued.set(db, next)
+      queued.set(key, next)
     }
     return next
   }
+}
+
+/** One shared read per database (a replica's answer is not the primary's). */
+export function sharedRead<T> (read: (db: Database) => Promise<T>): (db: Database) => Promise<T> {
+  const shared = shareBy<Database, T>(new WeakMap(), new WeakMap())
+  return (db) => shared(db, async () => read(db))
+}
+
+/**
+ * One shared read per key: polls of one position (every client caught up stands at the same one) cost
+ * one query a round, however many clients poll.
+ */
+export function sharedReadByKey<T> (): (key: string, read: () => Promise<T>) => Promise<T> {
+  return shareBy<string, T>(new Map(), new Map())
 }

@@ -4,8 +4,8 @@ import type { ReadRouter } from '../db/read-router.js'
 import { inBatches } from '../db/batches.js'
 import { rawStatement, statement, type RawRow } from '../db/statement.js'
 import { InvalidSyncTokenError, SyncTokenExpiredError } from '../errors.js'
-import { sharedRead } from '../db/shared-read.js'
-import { decodeSyncToken, encodeSyncToken, type ChangesPosition, type SyncPosition } from './token.js'
+import { sharedRead, sharedReadByKey } from '../db/shared-read.js'
+import { decodeSyncToken, encodeSyncToken, positionKey, type ChangesPosition, type SyncPosition } from './token.js'
 import { LOG_EPOCH, LOG_HORIZON } from '../db/change-log.js'
 import { MESSAGE_SOURCE, messageJsonSql } from '../messages/row.js'
 
@@ -277,12 +277,16 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     return changesPageAt(target, epoch, position, limit)
   }
 
+  // Clients that poll one position at about the same time share its answer: caught-up clients all
+  // stand at the same position, and a write wakes every long-poll held there at once.
+  const sharedAnswer = sharedReadByKey<ChangesAnswer>()
+
   /** The answer at a decoded position: the initial copy from its start when there is none. */
   function readAt (epoch: string | undefined, position: SyncPosition | undefined, limit: number): Promise<ChangesAnswer> {
-    if (epoch === undefined || position === undefined) return read((target) => snapshot(target, undefined, undefined, 0, limit))
-    return read((target) => position.kind === 'snapshot'
+    if (epoch === undefined || position === undefined) return sharedAnswer(positionKey(epoch, position, limit), async () => read((target) => snapshot(target, undefined, undefined, 0, limit)))
+    return sharedAnswer(positionKey(epoch, position, limit), async () => read((target) => position.kind === 'snapshot'
       ? snapshot(target, epoch, position.watermark, position.after, limit)
-      : changes(target, epoch, position, limit))
+      : changes(target, epoch, position, limit)))
   }
 
   return {

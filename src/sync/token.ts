@@ -55,3 +55,11 @@ export function decodeSyncToken (text: string): SyncToken {
     : { kind: 'changes', xid: clean(xid), id: Number(id) }
   return { epoch: clean(epoch), issuedAt, position }
 }
+
+/** A position as a map key, with the answer size: the initial copy's start when there is none. */
+export function positionKey (epoch: string | undefined, position: SyncPosition | undefined, limit: number): string {
+  if (epoch === undefined || position === undefined) return `copy.${limit}`
+  return position.kind === 'snapshot'
+    ? `${epoch}.s.${position.watermark}.${position.after}.${limit}`
+    : `${epoch}.c.${position.xid}.${position.id}.${limit}`
+}

@@ -1,6 +1,6 @@
 import { SyncTokenExpiredError } from '../../errors.js'
 import type { ChangesAnswer, ChangesHead, MessageChangesRepository } from '../changes.js'
-import type { SyncPosition } from '../token.js'
+import { positionKey, type SyncPosition } from '../token.js'
 import { createChangeWatcher } from './watcher.js'
 
 // The clients an instance holds, grouped by the position they wait at (CONTRACT 13). Each head the
@@ -50,13 +50,6 @@ export interface HubOptions {
   onError: (err: unknown) => void
 }
 
-function keyOf (epoch: string | undefined, position: SyncPosition | undefined, limit: number): string {
-  if (epoch === undefined || position === undefined) return `copy.${limit}`
-  return position.kind === 'snapshot'
-    ? `${epoch}.s.${position.watermark}.${position.after}.${limit}`
-    : `${epoch}.c.${position.xid}.${position.id}.${limit}`
-}
-
 export function createLiveHub (options: HubOptions) {
   const { feed } = options
   const groups = new Map<string, Group>()
@@ -71,7 +64,7 @@ export function createLiveHub (options: HubOptions) {
   }
 
   function place (waiter: Waiter, epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean): void {
-    const key = keyOf(epoch, position, limit)
+    const key = positionKey(epoch, position, limit)
     let group = groups.get(key)
     if (group === undefined) {
       group = { key, epoch, position, limit, waiters: new Set(), due, reading: false }
@@ -162,7 +155,7 @@ export function createLiveHub (options: HubOptions) {
       const verdict = feed.verdict(head, epoch, position)
       if (verdict.kind === 'expired') expire(group)
       else if (verdict.kind === 'read') reads.push(readGroup(group, readAt))
-      else if (verdict.next !== position && keyOf(epoch, verdict.next, group.limit) !== group.key) move(group, [...group.waiters], epoch, verdict.next, false)
+      else if (verdict.next !== position && positionKey(epoch, verdict.next, group.limit) !== group.key) move(group, [...group.waiters], epoch, verdict.next, false)
     }
     await Promise.all(reads)
   }
