@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Zero downtime, checked on real processes: three compiled API instances behind HAProxy running
-# deploy/haproxy.cfg, a rolling SIGTERM restart and a SIGKILL under a steady mixed load, and the
-# database checked afterwards (scripts/rolling-restart/main.ts). Needs HAProxy (Debian: haproxy) and
+# deploy/haproxy.cfg, a rolling SIGTERM restart and a SIGKILL under a steady mixed load and live
+# clients of the change feed (SSE and long-polls), and the database and every client's copy checked
+# afterwards (scripts/rolling-restart/main.ts). Needs HAProxy (Debian: haproxy) and
 # a PostgreSQL server (ADMIN_DATABASE_URL, default the local one); .ci/run installs HAProxy and runs
 # this after the test suite. NODE_BIN names the node binary the instances run on (default: node).
 # Further arguments go to the check (--help lists them).

@@ -3,6 +3,7 @@
 // every fault it exists to catch turns its verdict red.
 import t from 'tap'
 import { parseLogLine } from '../scripts/rolling-restart/haproxy.js'
+import type { LivePhase, LiveResult } from '../scripts/rolling-restart/live-clients.js'
 import type { LoadResult } from '../scripts/rolling-restart/load.js'
 import { renderReport, verdicts, type Report } from '../scripts/rolling-restart/report.js'
 
@@ -30,6 +31,24 @@ function passingReport (): Report {
     replayed: 1,
     samples: [{ phase: 'rest', kind: 'read', ms: 2 }, { phase: 'rolling', kind: 'read', ms: 9 }, { phase: 'crash', kind: 'post', ms: 30 }]
   }
+  const phase = (over: Partial<LivePhase>): LivePhase =>
+    ({ delivered: 0, lost: 0, sseReconnects: 0, longPollRetries: 0, sseDelays: [], longPollDelays: [], ...over })
+  const live: LiveResult = {
+    sse: 2,
+    longPolls: 2,
+    answers: 40,
+    phases: {
+      warmup: phase({}),
+      rest: phase({ delivered: 4, sseDelays: [3, 4], longPollDelays: [5, 6] }),
+      // p99 and max apart: 200 stream deliveries, one of them slow.
+      rolling: phase({ delivered: 202, sseReconnects: 2, longPollRetries: 1, sseDelays: [...Array<number>(199).fill(8), 250], longPollDelays: [7, 12] }),
+      crash: phase({})
+    },
+    equal: 4,
+    mismatched: [],
+    lostExamples: [],
+    refused: []
+  }
   return {
     node: 'v24.21.0',
     haproxy: '2.6.12',
@@ -37,6 +56,7 @@ function passingReport (): Report {
     messages: 20_000,
     rate: 150,
     load,
+    live,
     restarts: [
       { instance: 'api-1', how: 'SIGTERM', exit: 'exit 0', stoppedMs: 120, backMs: 4000 },
       { instance: 'api-2', how: 'SIGKILL', exit: 'killed by SIGKILL', stoppedMs: 1, backMs: 5000 }
@@ -48,13 +68,18 @@ function passingReport (): Report {
 
 t.test('a clean run passes every check, and the table shows each phase', async (t) => {
   const report = passingReport()
-  t.same(verdicts(report).map((v) => v.ok), [true, true, true, true, true])
+  t.same(verdicts(report).map((v) => v.ok), [true, true, true, true, true, true, true])
   const table = renderReport(report)
   t.match(table, '| Failed reads seen by the client | 0 of 100 | 0 ✔ |')
   t.match(table, '| At rest | 1 | 0 | 2.0 ms | – |')
   t.match(table, '| Rolling restart (SIGTERM, one at a time) | 1 | 0 | 9.0 ms | – |')
   t.match(table, '| Crash (SIGKILL) and restart | 0 | 1 | – | 30.0 ms |')
   t.match(table, 'HAProxy sent 5 requests again (5 to another instance)')
+  t.match(table, '| Created messages a live client never received (clients × messages) | 0 of 206 | 0 ✔ |')
+  t.match(table, '| Live clients whose copy equals `messages` at the end | 4 of 4 | all ✔ |')
+  t.match(table, '| At rest | 4 | 0 | 0 | 0 | 4.0 ms / 4.0 ms | 6.0 ms / 6.0 ms |')
+  t.match(table, '| Rolling restart (SIGTERM, one at a time) | 202 | 0 | 2 | 1 | 8.0 ms / 250.0 ms | 12.0 ms / 12.0 ms |')
+  t.match(table, '| Crash (SIGKILL) and restart | 0 | 0 | 0 | 0 | – | – |')
 })
 
 t.test('each fault the check exists to catch fails its own line', async (t) => {
@@ -71,6 +96,12 @@ t.test('each fault the check exists to catch fails its own line', async (t) => {
     ['Acknowledged keys found exactly once in `messages`, with the acknowledged id'])
   t.same(failing((r) => { r.verification.unknownMessages = 1 }), ['Messages written during the run without a key the client sent'])
   t.same(failing((r) => { (r.restarts[0] as Report['restarts'][number]).exit = 'exit 1' }), ['Instances stopped by SIGTERM that exited 0'])
+  t.same(failing((r) => { r.live.phases.crash.lost = 1; r.live.lostExamples.push('sse-3: 20101 (crash)') }),
+    ['Created messages a live client never received (clients × messages)'])
+  t.same(failing((r) => { r.live.equal = 3; r.live.mismatched.push('long-poll-2: missing 20101') }),
+    ['Live clients whose copy equals `messages` at the end'])
   // A run that measured nothing proves nothing.
   t.same(failing((r) => { r.load.reads = 0 }), ['Failed reads seen by the client'])
+  t.same(failing((r) => { for (const p of Object.values(r.live.phases)) p.delivered = 0 }),
+    ['Created messages a live client never received (clients × messages)'])
 })

@@ -21,6 +21,8 @@ export interface LoadOptions {
   keyPrefix: string
   /** The phase a request belongs to is the one current when it starts. */
   phase: () => Phase
+  /** Told of each acknowledged creation as its 201 arrives (the live clients time their receipt from it). */
+  onCreated?: (id: number, phase: Phase) => void
 }
 
 export interface LoadResult {
@@ -123,6 +125,7 @@ export function startLoad (options: LoadOptions): { stop: () => Promise<LoadResu
           const id = (response.body as { id?: unknown }).id
           if (typeof id !== 'number') { outcome = `201 without an id: ${JSON.stringify(response.body).slice(0, 120)}`; break }
           result.acked.set(key, id)
+          options.onCreated?.(id, phase)
           options.ids.push(id)
           if (response.headers['idempotent-replayed'] === 'true') result.replayed++
           result.samples.push({ phase, kind: 'post', ms: performance.now() - started })

@@ -12,6 +12,7 @@ import { freePort } from '../free-port.js'
 import { seedDatabase } from '../seed.js'
 import { Balancer, haproxyVersion } from './haproxy.js'
 import { Instance, type Exit } from './instance.js'
+import { initialCopy, startLiveClients } from './live-clients.js'
 import { startLoad, type LoadResult, type Phase } from './load.js'
 import { renderReport, verdicts, type Restart, type Verification } from './report.js'
 
@@ -22,13 +23,17 @@ compiled API instances (dist/src/server.js) on loopback, and HAProxy running the
 deploy/haproxy.cfg with only the addresses set (LB_BIND, API_1..API_3). Under a steady mixed load (list
 pages, search, by-id reads, POSTs with an Idempotency-Key that the client retries up to three times on a
 network error or a 5xx), each instance in turn is stopped with SIGTERM and replaced, then one is killed
-with SIGKILL and started again. Prints the results as a table; exits 1 unless every check holds.
+with SIGKILL and started again. Throughout, live clients of GET /v2/messages/changes (Server-Sent Events
+that reopen with Last-Event-ID, and long-polls with wait=20) keep a copy of the messages: every message
+the load creates must reach every one of them, and each copy must equal the table at the end. Prints
+the results as a table; exits 1 unless every check holds.
 
 Options:
   --node <path>     node binary the instances run on (default: this process's)
   --config <path>   HAProxy configuration (default deploy/haproxy.cfg)
   --messages <n>    messages to seed (default 20000)
   --rate <n>        requests started per second (default 100)
+  --live <n>        live clients of each kind, SSE and long-poll (default 20)
   --out <path>      also write the table to this file
   --keep-logs       keep the instances' and HAProxy's logs (always kept when the check fails)
   -h, --help        show this help
@@ -48,6 +53,9 @@ const MARK_TIMEOUT_MS = 20_000
 const WARMUP_MS = 3000
 const REST_MS = 15_000
 const CRASH_DOWNTIME_MS = 2000
+// After the load stops, how long the live clients have to hold exactly the table: well past one
+// long-poll's wait (20 s), though a live delivery takes well under a second.
+const LIVE_SETTLE_MS = 30_000
 // Everything, seeding included, is over well within this; past it the check stops and fails.
 const WATCHDOG_MS = 6 * 60_000
 
@@ -133,6 +141,7 @@ async function main (args: string[]): Promise<number> {
       config: { type: 'string' },
       messages: { type: 'string' },
       rate: { type: 'string' },
+      live: { type: 'string' },
       out: { type: 'string' },
       'keep-logs': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' }
@@ -146,6 +155,7 @@ async function main (args: string[]): Promise<number> {
   const config = values.config ?? join(ROOT, 'deploy/haproxy.cfg')
   const messages = positive('messages', values.messages, 20_000)
   const rate = positive('rate', values.rate, 100)
+  const liveClients = positive('live', values.live, 20)
   const haproxy = haproxyVersion()
   if (haproxy === null) throw new CheckError('HAProxy is not installed (Debian: apt-get install haproxy)')
 
@@ -155,6 +165,7 @@ async function main (args: string[]): Promise<number> {
   let idp: FastifyInstance | undefined
   let database: { url: string, drop: () => Promise<void> } | undefined
   let load: { stop: () => Promise<LoadResult> } | undefined
+  let live: ReturnType<typeof startLiveClients> | undefined
   let keep = values['keep-logs'] === true
   const watchdog = setTimeout(() => {
     say(`not finished after ${WATCHDOG_MS / 1000} s; stopping`)
@@ -208,8 +219,14 @@ async function main (args: string[]): Promise<number> {
     await sql.end()
 
     let phase: Phase = 'warmup'
+    // One initial copy by polls, shared: each client starts from it as if it had loaded it itself,
+    // except one of each kind, which loads its own (the stream's and the poll's initial copy).
+    const start = await initialCopy(base)
+    say(`live: ${liveClients} SSE and ${liveClients} long-poll clients through HAProxy`)
+    live = startLiveClients({ base, sse: liveClients, longPolls: liveClients, fromScratch: 1, phase: () => phase, start })
+    await live.ready
     say(`load: ${rate} requests/s from ${WORKERS} connections through HAProxy`)
-    load = startLoad({ base, rate, workers: WORKERS, tokens, ids, keyPrefix: `rr-${Date.now().toString(36)}`, phase: () => phase })
+    load = startLoad({ base, rate, workers: WORKERS, tokens, ids, keyPrefix: `rr-${Date.now().toString(36)}`, phase: () => phase, onCreated: live.created })
     await sleep(WARMUP_MS)
     phase = 'rest'
     await sleep(REST_MS)
@@ -242,6 +259,8 @@ async function main (args: string[]): Promise<number> {
 
     const result = await load.stop()
     load = undefined
+    const liveResult = await live.stop(database.url, LIVE_SETTLE_MS)
+    live = undefined
     const report = {
       node: nodeVersion(node),
       haproxy,
@@ -249,6 +268,7 @@ async function main (args: string[]): Promise<number> {
       messages,
       rate,
       load: result,
+      live: liveResult,
       restarts,
       retries: balancer.retries,
       verification: await verify(database.url, seededMaxId, result)
@@ -271,6 +291,7 @@ async function main (args: string[]): Promise<number> {
   } finally {
     clearTimeout(watchdog)
     await load?.stop().catch(() => {})
+    await live?.close().catch(() => {})
     await Promise.all(instances.map(async (instance) => {
       if ((await instance.stop('SIGTERM', STOP_TIMEOUT_MS)) === null) instance.kill()
     }))

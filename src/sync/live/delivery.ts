@@ -1,4 +1,4 @@
-import type { OutgoingHttpHeaders } from 'node:http'
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { FastifyReply } from 'fastify'
 import { DrainingError, LiveFullError, TooManyRequestsError } from '../../errors.js'
 import { resourcePolicyFor } from '../../http/resource-policy.js'
@@ -39,6 +39,15 @@ export interface ChangesRequest {
   wait: number
   /** The client address, as TRUST_PROXY resolves it. */
   address: string
+}
+
+/** The client's connection is gone: nothing written to it arrives, and its 'close' has been emitted. */
+const isClosed = (response: ServerResponse): boolean => response.socket === null || response.socket.destroyed
+
+/** Runs `done` once the response closes, or now if its connection is already gone. */
+function whenClosed (response: ServerResponse, done: () => void): void {
+  if (isClosed(response)) done()
+  else response.once('close', done)
 }
 
 /** Seconds a client waits before trying again when a limit refuses it. */
@@ -90,7 +99,7 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
       const left = (): void => { nothing() }
       const poll = new HeldPoll(settle, hooks.delivered)
       const timer = setTimeout(nothing, request.wait * 1000)
-      reply.raw.once('close', left)
+      whenClosed(reply.raw, left)
       polls.set(poll, nothing)
       hub.place(poll, first.epoch, first.next, request.limit, false)
     })
@@ -101,7 +110,8 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
     async poll (reply: FastifyReply, request: ChangesRequest): Promise<Buffer> {
       const first = await feed.read(request.since, request.limit)
       // An initial copy never waits (CONTRACT 13), nor does an answer that has something to say.
-      if (request.since === undefined || request.wait <= 0 || !first.empty || first.hasMore || closing) return first.body
+      // Nor is a client that already left held.
+      if (request.since === undefined || request.wait <= 0 || !first.empty || first.hasMore || closing || isClosed(reply.raw)) return first.body
       return await hold(reply, request, first)
     },
 
@@ -111,15 +121,19 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
      */
     async stream (reply: FastifyReply, request: ChangesRequest): Promise<void> {
       admit(reply, request.address)
-      let first: ChangesAnswer
-      try {
-        first = await feed.read(request.since, request.limit)
-      } catch (err) {
-        slots.release(request.address)
-        throw err
-      }
-      reply.hijack()
       const response = reply.raw
+      const opened: { stream?: EventStream } = {}
+      // The slot is given back when the response closes, however it ends: an error answered as JSON,
+      // the client leaving (even while its first answer is read), the stream ended or cut off.
+      whenClosed(response, () => {
+        slots.release(request.address)
+        if (opened.stream === undefined) return
+        streams.delete(opened.stream)
+        hub.leave(opened.stream)
+      })
+      const first = await feed.read(request.since, request.limit)
+      reply.hijack()
+      if (isClosed(response)) return
       // The headers every response gets (security, CORS, request id) were set as the request arrived.
       // Never compressed: a compressor per stream would hold back events until it flushes, and
       // would cost more memory than the connection itself.
@@ -131,12 +145,8 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
       response.writeHead(200, headers)
       response.flushHeaders()
       const stream = new EventStream(response, { maxBufferBytes: options.maxBufferBytes, delivered: hooks.delivered })
+      opened.stream = stream
       streams.add(stream)
-      response.once('close', () => {
-        streams.delete(stream)
-        hub.leave(stream)
-        slots.release(request.address)
-      })
       if (closing) {
         stream.end()
         return
