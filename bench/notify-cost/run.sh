@@ -35,7 +35,7 @@ run () { # round variant listener clients
   if [ "$listener" = yes ]; then
     DATABASE_URL="postgres://postgres@127.0.0.1:5432/$DB" node listen.mjs > "${TMPDIR:-/tmp}/listen-$round-$variant-$clients.log" &
     pid=$!
-    until grep -q listening "listen-$round-$variant-$clients.log" 2>/dev/null; do sleep 0.1; done
+    until grep -q listening "${TMPDIR:-/tmp}/listen-$round-$variant-$clients.log" 2>/dev/null; do sleep 0.1; done
   fi
   sample_cpu > cpu.tmp &
   out=$(pgbench -h 127.0.0.1 -U postgres -n -M prepared -f insert.sql -D users="$USERS" -c "$clients" -j "$(( clients < 2 ? 1 : 2 ))" -T 20 "$DB" 2>&1)
