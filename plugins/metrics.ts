@@ -99,7 +99,7 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
   }))
   const liveDelay = new Histogram({
     name: 'live_delivery_delay_seconds',
-    help: 'From a change becoming answerable (the watcher read that found it) to its answer or event being written',
+    help: 'From a change becoming answerable (the watcher read that found it) to its answer or event being written to every client waiting for it; one observation per answer',
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [register]
   })

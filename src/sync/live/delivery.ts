@@ -28,7 +28,7 @@ export interface LiveOptions {
 
 export interface LiveHooks {
   onError: (err: unknown) => void
-  /** An answer or event was written, this long (seconds) after it became answerable. */
+  /** An answer was written to every client waiting for it, this long (seconds) after it became answerable. */
   delivered: (delaySeconds: number) => void
 }
 
@@ -56,7 +56,7 @@ const RETRY_AFTER_SECONDS = '1'
 const SWEEP_MS = 1_000
 
 export function createLiveDelivery (feed: MessageChangesRepository, options: LiveOptions, hooks: LiveHooks) {
-  const hub = createLiveHub({ feed, watchMs: options.watchMs, frame: frameEvent, onError: hooks.onError })
+  const hub = createLiveHub({ feed, watchMs: options.watchMs, frame: frameEvent, delivered: hooks.delivered, onError: hooks.onError })
   const slots = createLiveSlots(options.maxConnections, options.maxPerClient)
   const streams = new Set<EventStream>()
   const polls = new Map<HeldPoll, () => void>()
@@ -97,7 +97,7 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
       // Nothing came: the answer says so, standing where the hub has moved the client's position.
       const nothing = (): void => { settle(feed.nothingAt(poll.group?.epoch ?? first.epoch, poll.group?.position ?? first.next)) }
       const left = (): void => { nothing() }
-      const poll = new HeldPoll(settle, hooks.delivered)
+      const poll = new HeldPoll(settle)
       const timer = setTimeout(nothing, request.wait * 1000)
       whenClosed(reply.raw, left)
       polls.set(poll, nothing)
@@ -144,7 +144,7 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
       if (policy !== undefined) headers['cross-origin-resource-policy'] = policy
       response.writeHead(200, headers)
       response.flushHeaders()
-      const stream = new EventStream(response, { maxBufferBytes: options.maxBufferBytes, delivered: hooks.delivered })
+      const stream = new EventStream(response, { maxBufferBytes: options.maxBufferBytes })
       opened.stream = stream
       streams.add(stream)
       if (closing) {

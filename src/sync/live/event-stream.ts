@@ -35,8 +35,6 @@ export const EVENT_STREAM_HEADERS = { 'content-type': 'text/event-stream', 'cach
 export interface EventStreamOptions {
   /** Unsent bytes at which a client that stopped reading is cut off (LIVE_MAX_BUFFER_BYTES). */
   maxBufferBytes: number
-  /** Told when an event was written, with how long after it became answerable (seconds). */
-  delivered: (delaySeconds: number) => void
 }
 
 /** An open stream: writes whole events, and cuts the client off when too many wait unsent. */
@@ -53,10 +51,8 @@ export class EventStream implements Waiter {
     return this.#open && !this.response.destroyed
   }
 
-  answer (_answer: ChangesAnswer, event: () => Buffer, foundAt: number): boolean {
-    if (!this.write(event())) return false
-    this.options.delivered((performance.now() - foundAt) / 1000)
-    return true
+  answer (_answer: ChangesAnswer, event: () => Buffer): boolean {
+    return this.write(event())
   }
 
   /** Writes a whole event (framed by frameEvent); false when the stream is closed, or is closed now for falling behind. */

@@ -20,10 +20,10 @@ export interface Waiter {
   /** Where it waits; set by the hub. */
   group: Group | undefined
   /**
-   * An answer with changes for its position, found answerable at `foundAt` (performance.now()).
-   * `event` frames it for a stream, once for every stream waiting there. False: the client is gone.
+   * An answer with changes for its position. `event` frames it for a stream, once for every stream
+   * waiting there. False: the client is gone.
    */
-  answer: (answer: ChangesAnswer, event: () => Buffer, foundAt: number) => boolean
+  answer: (answer: ChangesAnswer, event: () => Buffer) => boolean
   /** Its position expired (410): the log no longer holds what it needs. */
   expired: () => void
 }
@@ -47,6 +47,8 @@ export interface HubOptions {
   watchMs: number
   /** Frames an answer as one event of a stream. */
   frame: (answer: ChangesAnswer) => Buffer
+  /** An answer was written to every client waiting for it, this long (seconds) after it became answerable. */
+  delivered: (delaySeconds: number) => void
   onError: (err: unknown) => void
 }
 
@@ -113,8 +115,10 @@ export function createLiveHub (options: HubOptions) {
       waiter.group = undefined
       // An answer without changes is nobody's event: everyone waits on, at its `next`.
       if (answer.empty) staying.push(waiter)
-      else if (waiter.answer(answer, frame, foundAt) && waiter.follows) staying.push(waiter)
+      else if (waiter.answer(answer, frame) && waiter.follows) staying.push(waiter)
     }
+    // Once per answer, not per client: the delay until the last client waiting for it was written to.
+    if (!answer.empty && group.waiters.size > 0) options.delivered((performance.now() - foundAt) / 1000)
     group.waiters.clear()
     move(group, staying, answer.epoch, answer.next, answer.hasMore)
   }

@@ -7,14 +7,10 @@ export class HeldPoll implements Waiter {
   readonly follows = false
   group: Group | undefined = undefined
 
-  constructor (
-    private readonly settle: (result: ChangesAnswer | Error) => void,
-    private readonly delivered: (delaySeconds: number) => void
-  ) {}
+  constructor (private readonly settle: (result: ChangesAnswer | Error) => void) {}
 
-  answer (answer: ChangesAnswer, _event: () => Buffer, foundAt: number): boolean {
+  answer (answer: ChangesAnswer): boolean {
     this.settle(answer)
-    this.delivered((performance.now() - foundAt) / 1000)
     return false
   }
 
