@@ -7,6 +7,7 @@ import { createTokens, type Tokens } from './callers.js'
 import { messageCount, type DeferredWrites } from './checks.js'
 import { failureText, helpText, parseOptions, type BenchOptions } from './cli.js'
 import { openOracle, prepareDatabase } from './database.js'
+import { runLive, wantsLive } from './live/section.js'
 import { RESULTS_DIR } from './locations.js'
 import type { RunSettings } from './measure.js'
 import type { Oracle } from './oracle.js'
@@ -26,6 +27,10 @@ async function run (options: BenchOptions, identity: Identity, tokens: Tokens, o
   const settings: RunSettings = { duration: options.duration, connections: options.connections, maxRequests: options.maxRequests, oracle, deferred }
   await warmUp(servers)
   const { reports, sync } = await runRows(rows, servers, settings, tokens, options.keys.has('sync'))
+  // Live delivery last: its rows write, and hold thousands of connections the rows before must not share.
+  const live = wantsLive(options.keys)
+    ? await runLive({ keys: options.keys, service: servers.service, oracle, tokens, server: { ...options, identity }, seconds: options.duration, connections: options.connections })
+    : undefined
   const messagesAtEnd = await messageCount(oracle, servers.service.base)
   const databaseBytes = await oracle.bytes()
   await checkDeferred(deferred, reports)
@@ -40,7 +45,8 @@ async function run (options: BenchOptions, identity: Identity, tokens: Tokens, o
     connections: options.connections,
     rssLimitMb: options.embedded ? undefined : RSS_LIMIT_MB,
     rows: reports,
-    sync
+    sync,
+    live
   }
   // The embedded run has results of its own: it is a different database, not a later run of the same one.
   writeResults(report, options.outName)

@@ -1,4 +1,5 @@
 /** Renders benchmark results: the terminal/Markdown table and the SVG chart. Pure functions, no I/O. */
+import { liveLines, liveProblems, type LiveReport } from './live/report.js'
 
 export type Target = 'service' | 'baseline' | 'ceiling' | 'platformatic'
 export const TARGETS: readonly Target[] = ['service', 'baseline', 'ceiling', 'platformatic']
@@ -91,6 +92,8 @@ export interface BenchReport {
   rssLimitMb: number | undefined
   rows: RowReport[]
   sync?: SyncReport
+  /** The live delivery section (bench/live/). */
+  live?: LiveReport
 }
 
 export const failed = (m: Measurement | undefined): boolean => m !== undefined && m.problems.length > 0
@@ -132,6 +135,8 @@ export function renderMarkdown (report: BenchReport): string {
       `Service ÷ baseline | Service ÷ ceiling | ${peer ? 'Service ÷ platformatic | ' : ''}Non-2xx / errors (service) | /health probe p99 ms (service) | Peak RSS MB (service) | Status |`,
     `|---|---:|---:|---:|---:|---:|---:|---:|---:|${peer ? '---:|---:|---:|' : ''}---:|---:|${peer ? '---:|' : ''}---:|---:|---:|---|`
   ]
+  // The live rows alone (--live): no row of the table was run.
+  if (report.rows.length === 0 && report.live !== undefined) lines.splice(lines.length - 3, 3)
   for (const row of report.rows) {
     const { service, baseline, ceiling, platformatic } = row.results
     // The row is the service's: a reference that cannot answer in time (the baseline's deep pages) is
@@ -172,8 +177,10 @@ export function renderMarkdown (report: BenchReport): string {
   }
   if (report.rssLimitMb === undefined) lines.push('', 'Peak RSS on the embedded database includes the database itself (its thread, buffers and WebAssembly memory); no bound is applied.')
   if (report.sync !== undefined) lines.push('', ...syncLines(report.sync, report.rssLimitMb ?? Infinity))
+  if (report.live !== undefined) lines.push('', ...liveLines(report.live))
   const failures = report.rows.flatMap((row) => TARGETS.flatMap((t) => (row.results[t]?.problems ?? []).map((p) => `- ${row.name} (${t}): ${p}`)))
   failures.push(...(report.sync?.problems ?? []).map((p) => `- Delta sync: ${p}`))
+  failures.push(...(report.live === undefined ? [] : liveProblems(report.live)).map((p) => `- Live: ${p}`))
   if (failures.length > 0) lines.push('', 'Failures:', '', ...failures)
   return lines.join('\n') + '\n'
 }

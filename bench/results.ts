@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs'
 import { cpus, release, totalmem, type } from 'node:os'
 import { join } from 'node:path'
 import { lostWrites, type DeferredWrites } from './checks.js'
+import { liveProblems } from './live/report.js'
 import { EMBEDDED_DATA_DIR, RESULTS_DIR } from './locations.js'
 import { pgliteOracle, type Oracle } from './oracle.js'
 import { renderMarkdown, renderSvg, type BenchReport, type Machine, type RowReport } from './report.js'
@@ -52,5 +53,6 @@ export function failed (report: BenchReport): boolean {
   const { sync } = report
   const failedRow = report.rows.some((r) => (r.results.service?.problems.length ?? 0) > 0 || (r.results.service?.peakRssMb ?? 0) > (report.rssLimitMb ?? Infinity))
   const failedSync = sync !== undefined && (sync.problems.length > 0 || (sync.initial?.peakRssMb ?? 0) > RSS_LIMIT_MB)
-  return failedRow || failedSync
+  const failedLive = report.live !== undefined && liveProblems(report.live).length > 0
+  return failedRow || failedSync || failedLive
 }

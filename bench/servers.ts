@@ -12,6 +12,7 @@ import { freePort } from '../scripts/free-port.js'
 import { SERVICE_NODE_ARGS } from '../scripts/service-args.js'
 import { stopCannon } from './cannon.js'
 import { BenchError } from './errors.js'
+import { raisedLimitCommand, stopFleets } from './live/fleet.js'
 import { EMBEDDED_DIR, KEYS_DIR, PEER_DIR, PEER_ENTRY, RESULTS_DIR, ROOT } from './locations.js'
 import type { Target } from './report.js'
 import { logTail } from './server-logs.js'
@@ -40,6 +41,7 @@ export const isStopping = (): boolean => stopping
 
 export async function cleanup (): Promise<void> {
   stopCannon()
+  stopFleets()
   await Promise.all(children.map(async (child) => {
     if (!running(child)) return
     const exited = new Promise((resolve) => child.process.once('exit', resolve))
@@ -54,7 +56,10 @@ export async function cleanup (): Promise<void> {
 /** On SIGINT or SIGTERM: cleanup(), then exit 130. */
 export function handleSignals (): void {
   // Last resort when the process exits without cleanup() (an uncaught error, process.exit elsewhere).
-  process.on('exit', () => { for (const child of children) if (running(child)) child.process.kill('SIGKILL') })
+  process.on('exit', () => {
+    stopFleets()
+    for (const child of children) if (running(child)) child.process.kill('SIGKILL')
+  })
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
       stopping = true
@@ -101,6 +106,10 @@ interface ChildOptions {
   nodeArgs?: readonly string[]
   /** See Child.health (default /health). */
   health?: string
+  /** The log's name in bench-results/ (default: the target's). */
+  logName?: string
+  /** Starts node through bash with the soft limit of open files raised to the hard one (the live rows' 10,000 connections). */
+  raiseFileLimit?: boolean
 }
 
 /**
@@ -111,15 +120,18 @@ interface ChildOptions {
 async function startChild (name: Target, script: string, env: NodeJS.ProcessEnv, readyPath: string, options: ChildOptions = {}): Promise<Child> {
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
-  const log = join(RESULTS_DIR, `${name}.log`)
+  const log = join(RESULTS_DIR, `${options.logName ?? name}.log`)
   const fd = openSync(log, 'w')
   const entry = isAbsolute(script) ? script : join(ROOT, 'dist', script)
+  const nodeArgs = [...(options.nodeArgs ?? []), entry]
+  // exec keeps the pid: the process watched (RSS, CPU) is node itself, not the shell.
+  const { command, args } = options.raiseFileLimit === true ? raisedLimitCommand(nodeArgs) : { command: process.execPath, args: nodeArgs }
   const child: Child = {
     name,
     base,
     log,
     health: options.health ?? '/health',
-    process: spawn(process.execPath, [...(options.nodeArgs ?? []), entry], { cwd: options.cwd ?? ROOT, env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', fd, fd] })
+    process: spawn(command, args, { cwd: options.cwd ?? ROOT, env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: ['ignore', fd, fd] })
   }
   closeSync(fd)
   children.push(child)
@@ -151,16 +163,44 @@ export interface ServerPlan {
   identity: Identity
 }
 
-/** Builds the servers, then starts the service and the other targets of the run. */
-export async function startServers ({ databaseUrl, embedded, targets, identity }: ServerPlan): Promise<Servers> {
-  const serverEnv = { ...process.env, DATABASE_URL: databaseUrl, AUTH_ISSUER: identity.issuer, API_AUDIENCE: identity.audience }
-  buildServers()
+const serverEnv = ({ databaseUrl, identity }: ServerPlan): NodeJS.ProcessEnv =>
+  ({ ...process.env, DATABASE_URL: databaseUrl, AUTH_ISSUER: identity.issuer, API_AUDIENCE: identity.audience })
+
+// The live rows (bench/live/) hold up to 10,000 clients, all from 127.0.0.1, on one service.
+const LIVE_ENV = { LIVE_MAX_CONNECTIONS: '12000', LIVE_MAX_PER_CLIENT: '20000' }
+
+/**
+ * Starts the service on the plan's database, with `env` over its settings (the write path's live-off
+ * service); `logName` keeps a second service's log apart from the first's.
+ */
+export async function startService (plan: ServerPlan, env: NodeJS.ProcessEnv = {}, logName?: string): Promise<Child> {
+  // BENCH_SERVICE_NODE_ARGS: flags for a diagnosis only (`--cpu-prof --cpu-prof-dir=/tmp/prof`), which NODE_OPTIONS refuses.
+  const extra = process.env.BENCH_SERVICE_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? []
   // The embedded service runs in EMBEDDED_DIR, where its default ./.data/pglite is the seeded directory.
-  const service = await startChild('service', 'src/server.js', { ...serverEnv, RATE_LIMIT_MAX: '0', LOG_LEVEL: 'info' }, '/health/ready', { cwd: embedded ? EMBEDDED_DIR : ROOT, nodeArgs: SERVICE_NODE_ARGS })
+  return await startChild('service', 'src/server.js', { ...serverEnv(plan), RATE_LIMIT_MAX: '0', LOG_LEVEL: 'info', ...LIVE_ENV, ...env }, '/health/ready',
+    { cwd: plan.embedded ? EMBEDDED_DIR : ROOT, nodeArgs: [...SERVICE_NODE_ARGS, ...extra], logName, raiseFileLimit: true })
+}
+
+/** Stops one server as cleanup() does (SIGTERM, then SIGKILL after 5 s). */
+export async function stopChild (child: Child): Promise<void> {
+  if (running(child)) {
+    const exited = new Promise((resolve) => child.process.once('exit', resolve))
+    child.process.kill('SIGTERM')
+    await Promise.race([exited, sleep(5000)])
+    if (running(child)) child.process.kill('SIGKILL')
+  }
+  children.splice(children.indexOf(child), 1)
+}
+
+/** Builds the servers, then starts the service and the other targets of the run. */
+export async function startServers (plan: ServerPlan): Promise<Servers> {
+  const { databaseUrl, embedded, targets, identity } = plan
+  buildServers()
+  const service = await startService(plan)
   const servers: Servers = { service }
   // The naive server and the ceiling read PostgreSQL; on the embedded database the service is measured alone.
-  if (!embedded && targets.has('baseline')) servers.baseline = await startChild('baseline', 'bench/baseline.js', serverEnv, '/health')
-  if (!embedded && targets.has('ceiling')) servers.ceiling = await startCeiling(service, serverEnv, identity.keys)
+  if (!embedded && targets.has('baseline')) servers.baseline = await startChild('baseline', 'bench/baseline.js', serverEnv(plan), '/health')
+  if (!embedded && targets.has('ceiling')) servers.ceiling = await startCeiling(service, serverEnv(plan), identity.keys)
   if (targets.has('platformatic')) {
     servers.platformatic = await startChild('platformatic', PEER_ENTRY, peerEnv(databaseUrl, identity.issuer, identity.audience), '/status', { cwd: PEER_DIR, health: '/status' })
   }

@@ -1,5 +1,6 @@
 /** Every row of the benchmark, in the order they run, and the keys that name them on the command line. */
 import type { Tokens } from '../callers.js'
+import { EMBEDDED_LIVE_KEYS, LIVE_KEYS } from '../live/rows.js'
 import { EVERYTHING, type Oracle } from '../oracle.js'
 import type { Child } from '../servers.js'
 import { COLD_SORTS, coldRows } from './cold.js'
@@ -12,11 +13,12 @@ import type { Row, RowBuilder } from './row.js'
 import { syncPollRow } from './sync-poll.js'
 import { WRITTEN_SORTS, writtenRows } from './written.js'
 
-// `sync` is the delta sync section (bench/sync-walk.ts), run between the rows rather than as one.
+// `sync` is the delta sync section (bench/sync-walk.ts), run between the rows rather than as one; the
+// live keys are the live delivery section (bench/live/), run after every row.
 export const ROW_KEYS = ['health', 'page1-25', 'middle-25', 'last-25', 'page1-100', 'middle-100', 'last-100', 'revalidate-25', 'gzip-25', 'cursor-25',
-  'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'mix', ...WRITTEN_SORTS.map((sort) => sort.key), 'hello', 'post', 'post-idempotent', 'sync', 'sync-poll']
+  'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'mix', ...WRITTEN_SORTS.map((sort) => sort.key), 'hello', 'post', 'post-idempotent', 'sync', 'sync-poll', ...LIVE_KEYS]
 // The embedded database's run (no DATABASE_URL): the rows a first try of `npm start` would exercise.
-export const EMBEDDED_ROWS = ['health', 'page1-25', 'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'post']
+export const EMBEDDED_ROWS = ['health', 'page1-25', 'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'post', ...EMBEDDED_LIVE_KEYS]
 
 // The rows that write come after every row whose expectations are read before the load: the cold rows
 // under writes after the read rows, POST after those, and the delta sync poll last (see sync-poll.ts).

@@ -16,7 +16,7 @@ const verify = (b: string): string | undefined => {
 }
 
 /** One POST whose n-th sending carries the token, body and headers `nth(n)` gives. */
-function rotatingPost (path: string, nth: (n: number) => { token: string, body: string, headers?: Record<string, string> }): CannonRequest[] {
+export function rotatingPost (path: string, nth: (n: number) => { token: string, body: string, headers?: Record<string, string> }): CannonRequest[] {
   let sent = 0
   return [{
     method: 'POST',
