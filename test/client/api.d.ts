@@ -93,8 +93,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Changes since a sync token (public): a copy of every message first, then creations, changes and deletions
-         * @description Call without `since` to start: every message comes as an `upsert`, in id order, over as many calls as it takes. Apply each answer (upsert and delete by id) and call again with `next` while `hasMore` is true; when it is false, keep `next` and poll with it later. On 410, drop the copy and start again without `since`.
+         * Changes since a sync token (public): a copy of every message first, then creations, changes and deletions; long-poll or stream
+         * @description Call without `since` to start: every message comes as an `upsert`, in id order, over as many calls as it takes. Apply each answer (upsert and delete by id) and call again with `next` while `hasMore` is true; when it is false, keep `next` and call again with it, with `wait` to be answered as soon as something changes. On 410, drop the copy and start again without `since`. With `Accept: text/event-stream` the same answers come as Server-Sent Events on one open response, starting at `Last-Event-ID`, else `since`, else the copy; a malformed or expired token is answered 400 or 410 as JSON before the stream starts.
          */
         get: operations["getMessageChanges"];
         put?: never;
@@ -1498,6 +1498,11 @@ export interface operations {
                  * @example 100
                  */
                 limit?: string | number;
+                /**
+                 * @description Long-poll: with `since`, when nothing has changed, hold the request up to this many seconds and answer as soon as something does. Clamped into 0..60; missing or invalid: 0 (answer at once). Ignored without `since`.
+                 * @example 0
+                 */
+                wait?: string | number;
             };
             header?: never;
             path?: never;
@@ -1505,7 +1510,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description OK */
+            /** @description An answer; with `Accept: text/event-stream`, a stream of answers, one event each */
             200: {
                 headers: {
                     /** @description Requests allowed per minute to this caller */
@@ -1545,6 +1550,7 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["MessageChanges"];
+                    "text/event-stream": string;
                 };
             };
             /** @description Validation failed, or a malformed request */
@@ -1590,7 +1596,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Too many requests from this caller this minute; retry after Retry-After seconds */
+            /** @description Too many requests: the rate limit of this caller, or LIVE_MAX_PER_CLIENT held long-polls and streams from this address; retry after Retry-After seconds */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -1606,7 +1612,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "error": "Too many requests from this caller this minute; retry after Retry-After seconds"
+                     *       "error": "Too many requests: the rate limit of this caller, or LIVE_MAX_PER_CLIENT held long-polls and streams from this address; retry after Retry-After seconds"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -1632,7 +1638,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Overloaded: the request was shed at once; retry after Retry-After seconds */
+            /** @description Service unavailable: overloaded, shutting down, or LIVE_MAX_CONNECTIONS held long-polls and streams on this instance; retry after Retry-After seconds */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -1648,7 +1654,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "error": "Overloaded: the request was shed at once; retry after Retry-After seconds"
+                     *       "error": "Service unavailable: overloaded, shutting down, or LIVE_MAX_CONNECTIONS held long-polls and streams on this instance; retry after Retry-After seconds"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];

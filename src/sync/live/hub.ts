@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers/promises'
 import { SyncTokenExpiredError } from '../../errors.js'
 import type { ChangesAnswer, ChangesHead, MessageChangesRepository } from '../changes.js'
 import { positionKey, type SyncPosition } from '../token.js'
@@ -40,6 +41,9 @@ export interface Group {
   reading: boolean
 }
 
+/** Clients written to per turn of the event loop when an answer fans out. */
+const FAN_OUT_SLICE = 256
+
 export type LiveFeed = Pick<MessageChangesRepository, 'readAt' | 'head' | 'verdict' | 'changesAfter'>
 
 export interface HubOptions {
@@ -65,15 +69,19 @@ export function createLiveHub (options: HubOptions) {
     if (groups.size === 0) watcher.watch(false)
   }
 
-  function place (waiter: Waiter, epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean): void {
+  /** Puts waiters at a position, in its group (made when none waits there yet). */
+  function place (waiters: readonly Waiter[], epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean): void {
+    if (waiters.length === 0) return
     const key = positionKey(epoch, position, limit)
     let group = groups.get(key)
     if (group === undefined) {
       group = { key, epoch, position, limit, waiters: new Set(), due, reading: false }
       groups.set(key, group)
     }
-    group.waiters.add(waiter)
-    waiter.group = group
+    for (const waiter of waiters) {
+      group.waiters.add(waiter)
+      waiter.group = group
+    }
     if (due && !group.reading) {
       group.due = true
       readGroup(group, performance.now()).catch(options.onError)
@@ -90,9 +98,9 @@ export function createLiveHub (options: HubOptions) {
   }
 
   /** Moves every waiter of a group to another position (merging with the group waiting there). */
-  function move (group: Group, waiters: Iterable<Waiter>, epoch: string, position: SyncPosition, due: boolean): void {
+  function move (group: Group, waiters: readonly Waiter[], epoch: string, position: SyncPosition, due: boolean): void {
     if (groups.get(group.key) === group) groups.delete(group.key)
-    for (const waiter of waiters) place(waiter, epoch, position, group.limit, due)
+    place(waiters, epoch, position, group.limit, due)
     tidy(group)
   }
 
@@ -106,19 +114,30 @@ export function createLiveHub (options: HubOptions) {
     tidy(group)
   }
 
-  function deliver (group: Group, answer: ChangesAnswer, foundAt: number): void {
+  async function deliver (group: Group, answer: ChangesAnswer, foundAt: number): Promise<void> {
     if (groups.get(group.key) === group) groups.delete(group.key)
-    const staying: Waiter[] = []
-    let event: Buffer | undefined
-    const frame = (): Buffer => (event ??= options.frame(answer))
-    for (const waiter of group.waiters) {
-      waiter.group = undefined
-      // An answer without changes is nobody's event: everyone waits on, at its `next`.
-      if (answer.empty) staying.push(waiter)
-      else if (waiter.answer(answer, frame) && waiter.follows) staying.push(waiter)
+    // An answer without changes is nobody's event: everyone waits on, at its `next`.
+    if (!answer.empty) {
+      let event: Buffer | undefined
+      const frame = (): Buffer => (event ??= options.frame(answer))
+      const waiters = [...group.waiters]
+      for (let i = 0; i < waiters.length; i++) {
+        // Thousands of socket writes take tens of milliseconds: requests, and the reads of other
+        // positions, go on between slices instead of waiting behind the whole fan-out.
+        if (i > 0 && i % FAN_OUT_SLICE === 0) {
+          await setImmediate()
+          if (closed) return
+        }
+        const waiter = waiters[i]!
+        // A client that left meanwhile is no longer in the group.
+        if (!group.waiters.has(waiter) || (waiter.answer(answer, frame) && waiter.follows)) continue
+        group.waiters.delete(waiter)
+        waiter.group = undefined
+      }
+      // Once per answer, not per client: the delay until the last client waiting for it was written to.
+      if (waiters.length > 0) options.delivered((performance.now() - foundAt) / 1000)
     }
-    // Once per answer, not per client: the delay until the last client waiting for it was written to.
-    if (!answer.empty && group.waiters.size > 0) options.delivered((performance.now() - foundAt) / 1000)
+    const staying = [...group.waiters]
     group.waiters.clear()
     move(group, staying, answer.epoch, answer.next, answer.hasMore)
   }
@@ -144,30 +163,33 @@ export function createLiveHub (options: HubOptions) {
     }
     group.reading = false
     if (closed) return
-    deliver(group, answer, foundAt)
+    await deliver(group, answer, foundAt)
   }
 
-  async function onHead (head: ChangesHead, readAt: number): Promise<void> {
-    const reads: Array<Promise<void>> = []
+  // Judges every waiting position against a head. Reads and fan-outs it starts go on by themselves:
+  // the watcher keeps its pace while an answer is written to thousands of streams, and a position
+  // being read or written to is out of the map until its clients wait again.
+  function onHead (head: ChangesHead, readAt: number): Promise<void> {
+    const read = (group: Group): void => { readGroup(group, readAt).catch(options.onError) }
     for (const group of [...groups.values()]) {
       if (group.reading || group.waiters.size === 0) continue
       const { epoch, position } = group
       if (group.due || epoch === undefined || position === undefined || position.kind === 'snapshot') {
-        reads.push(readGroup(group, readAt))
+        read(group)
         continue
       }
       const verdict = feed.verdict(head, epoch, position)
       if (verdict.kind === 'expired') expire(group)
-      else if (verdict.kind === 'read') reads.push(readGroup(group, readAt))
+      else if (verdict.kind === 'read') read(group)
       else if (verdict.next !== position && positionKey(epoch, verdict.next, group.limit) !== group.key) move(group, [...group.waiters], epoch, verdict.next, false)
     }
-    await Promise.all(reads)
+    return Promise.resolve()
   }
 
   return {
     /** Holds a client at a position; `due`: read its answer at once (a stream catching up). */
     place (waiter: Waiter, epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean): void {
-      if (!closed) place(waiter, epoch, position, limit, due)
+      if (!closed) place([waiter], epoch, position, limit, due)
     },
     leave,
     /** A write through this instance committed: look now rather than at the next interval. */
