@@ -6,8 +6,7 @@ import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
-import { freshDatabase } from './helpers/database.js'
-import { pgClusterUnavailable, startPgCluster } from './helpers/pg-cluster.js'
+import { pgClusterUnavailable, postgresDatabase } from './helpers/pg-cluster.js'
 import { LOADER_ARGS, LOADER_ENV } from './helpers/server-process.js'
 
 // CONTRACT 11, several instances: two real server processes start at the same moment on one fresh
@@ -19,15 +18,6 @@ const LIMIT = 10
 const START_TIMEOUT_MS = 90_000
 
 /** A fresh database on TEST_DATABASE_URL's server, or on a throwaway server of the machine's own. */
-async function postgresDatabase (t: Test): Promise<string> {
-  const database = await freshDatabase()
-  t.teardown(() => database.drop())
-  if (database.url.startsWith('postgres')) return database.url
-  const cluster = await startPgCluster({ replica: false })
-  t.teardown(() => cluster.stop())
-  return cluster.primaryUrl()
-}
-
 /** Starts `node src/server.ts` with the test's own loader and resolves with its address once it listens. */
 async function startInstance (t: Test, env: Record<string, string>): Promise<string> {
   const child: ChildProcess = spawn(process.execPath, [...LOADER_ARGS, 'src/server.ts'], {

@@ -9,7 +9,8 @@ import t, { type Test } from 'tap'
 import { buildApp, type App } from '../src/app.js'
 import { bounded } from './helpers/bounded.js'
 import { testConfig } from './helpers/build.js'
-import { buildWithUrl, run } from './helpers/exactness.js'
+import { pgClusterUnavailable, postgresDatabase } from './helpers/pg-cluster.js'
+import { run } from './helpers/exactness.js'
 import { createAuthor, createMessages } from './helpers/fixtures.js'
 import {
   answeredWithoutHolding, changesUrl, EXPIRED, get, heldPolls, INVALID, LiveCopy, listen, metricValue, openStreams, parseBlock,
@@ -588,8 +589,11 @@ t.test('/metrics: held long-polls, open streams, and the delivery delay', async 
   await openStreams(app, 0)
 })
 
-t.test('a write through another instance on the same database wakes a held long-poll and a stream (PostgreSQL)', { skip: onPostgres ? false : 'PGlite is one process' }, async (t) => {
-  const { app, url: databaseUrl } = await buildWithUrl(t)
+// On PGlite (one process) the two instances share a throwaway PostgreSQL cluster.
+t.test('a write through another instance on the same database wakes a held long-poll and a stream (PostgreSQL)', { skip: onPostgres ? false : pgClusterUnavailable() ?? false }, async (t) => {
+  const databaseUrl = await postgresDatabase(t)
+  const app = await buildApp(testConfig({ databaseUrl }), { logger: false, testAuth: true })
+  t.teardown(() => app.close())
   const url = await app.listen({ host: '127.0.0.1', port: 0 })
   const other = await buildApp(testConfig({ databaseUrl }), { logger: false, testAuth: true })
   t.teardown(() => other.close())

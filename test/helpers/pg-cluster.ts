@@ -5,7 +5,9 @@ import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import postgres from 'postgres'
+import type { Test } from 'tap'
 import { freePort } from '../../scripts/free-port.js'
+import { freshDatabase } from './database.js'
 
 /**
  * Throwaway PostgreSQL servers, in a temporary folder, on free loopback ports: a primary and, on
@@ -204,4 +206,18 @@ export async function waitForReplay (primaryUrl: string, replicaUrl: string, tim
   } finally {
     await Promise.all([primary.end(), replica.end()])
   }
+}
+
+/**
+ * A PostgreSQL database for a test that needs one whatever the suite runs on: the suite's own
+ * (TEST_DATABASE_URL), or a throwaway cluster's (PGlite runs in one process, so two instances cannot
+ * share it). Skip such a test with pgClusterUnavailable() only off PostgreSQL.
+ */
+export async function postgresDatabase (t: Test): Promise<string> {
+  const database = await freshDatabase()
+  t.teardown(() => database.drop())
+  if (database.url.startsWith('postgres')) return database.url
+  const cluster = await startPgCluster({ replica: false })
+  t.teardown(() => cluster.stop())
+  return cluster.primaryUrl()
 }
