@@ -1,10 +1,9 @@
-import type { PGlite, Transaction } from '@electric-sql/pglite'
 import { performance } from 'node:perf_hooks'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { buildApp, type App } from '../src/app.js'
 import { decodeSyncToken } from '../src/sync/token.js'
-import { bounded } from './helpers/bounded.js'
+import { COLUMNS, pgliteWriter, postgresWriter, type Session, type Writer } from './helpers/sql-writer.js'
 import { testConfig } from './helpers/build.js'
 import { ADMIN, buildWithUrl, lit, rawRows, Rng, run as runSql, seedFromEnv } from './helpers/exactness.js'
 import { pgClusterUnavailable, startPgCluster } from './helpers/pg-cluster.js'
@@ -64,58 +63,8 @@ const REGULAR = `id < ${RESERVED}`
 const WAIT_MS = 30_000
 /** Calls the client may make to catch up while the regular writers wait for it. */
 const MAX_CATCH_UP_CALLS = 100_000
-const COLUMNS = 'messages (id, content, subject, priority, author_id, created_at)'
-
-/** What one writer may run statements on: a session of its own, or a transaction in it. */
-interface Session {
-  exec: (text: string) => Promise<void>
-  copy: (data: string) => Promise<void>
-}
-
-interface Writer extends Session {
-  /** Runs `body` in one transaction: committed when it returns, rolled back when it throws. */
-  tx: (body: (s: Session) => Promise<void>) => Promise<void>
-  close: () => Promise<void>
-}
 
 class Rollback extends Error {}
-
-/** A client of its own on PostgreSQL, like psql. */
-function postgresWriter (url: string): Writer {
-  const client = postgres(url, { max: 1, onnotice: () => {} })
-  const session = (q: postgres.Sql | postgres.TransactionSql): Session => ({
-    async exec (text) { await q.unsafe(text) },
-    async copy (data) {
-      const writable = await q.unsafe(`COPY ${COLUMNS} FROM STDIN`).writable()
-      // The driver never finishes the stream of a COPY the server refused: bounded, it fails instead.
-      await bounded(new Promise<void>((resolve, reject) => {
-        writable.on('error', reject)
-        writable.end(data, () => resolve())
-      }), WAIT_MS)
-      // The stream finishes at CommandComplete; the next statement waits for the COPY to have committed.
-      await q`select 1`
-    }
-  })
-  return {
-    ...session(client),
-    async tx (body) { await client.begin(async (tx) => { await body(session(tx)) }) },
-    async close () { await client.end({ timeout: 5 }) }
-  }
-}
-
-/** PGlite has one connection, embedded: every SQL writer runs on it, COPY from a blob. */
-function pgliteWriter (app: App): Writer {
-  const pglite = (app.db as unknown as { $client: PGlite }).$client
-  const session = (q: PGlite | Transaction): Session => ({
-    async exec (text) { await q.query(text) },
-    async copy (data) { await q.query(`COPY ${COLUMNS} FROM '/dev/blob'`, [], { blob: new Blob([data]) }) }
-  })
-  return {
-    ...session(pglite),
-    async tx (body) { await pglite.transaction(async (tx) => { await body(session(tx)) }) },
-    async close () {}
-  }
-}
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 

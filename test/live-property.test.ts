@@ -1,10 +1,9 @@
-import type { PGlite, Transaction } from '@electric-sql/pglite'
 import { EventSource, type FetchLike } from 'eventsource'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { Agent, fetch } from 'undici'
 import { buildApp, type App } from '../src/app.js'
-import { bounded } from './helpers/bounded.js'
+import { COLUMNS, pgliteWriter, postgresWriter, type Session, type Writer } from './helpers/sql-writer.js'
 import { testConfig } from './helpers/build.js'
 import { ADMIN, buildWithUrl, lit, rawRows, Rng, run as runSql, seedFromEnv } from './helpers/exactness.js'
 import { changesUrl, clientsOf, get, LiveCopy, type Answer } from './helpers/live.js'
@@ -37,7 +36,6 @@ const SQL_WRITERS = 2
 const API_WRITERS = 2
 /** Writes each writer makes. */
 const WRITES_EACH = scaled(onPostgres ? 30 : 15)
-const COLUMNS = 'messages (id, content, subject, priority, author_id, created_at)'
 const PRIORITIES = ['low', 'normal', 'high', 'urgent'] as const
 /** How long at most the transaction that began first stays open. */
 const HOLD_OPEN_MS = 3_000
@@ -49,43 +47,6 @@ const BUMP = "content = regexp_replace(content, '#[0-9]+$', '#' || nextval('live
 const WAIT_MS = 60_000
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
-
-interface Session { exec: (text: string) => Promise<void>, copy: (data: string) => Promise<void> }
-interface Writer extends Session { tx: (body: (s: Session) => Promise<void>) => Promise<void>, close: () => Promise<void> }
-
-function postgresWriter (url: string): Writer {
-  const client = postgres(url, { max: 1, onnotice: () => {} })
-  const session = (q: postgres.Sql | postgres.TransactionSql): Session => ({
-    async exec (text) { await q.unsafe(text) },
-    async copy (data) {
-      const writable = await q.unsafe(`COPY ${COLUMNS} FROM STDIN`).writable()
-      await bounded(new Promise<void>((resolve, reject) => {
-        writable.on('error', reject)
-        writable.end(data, () => resolve())
-      }), WAIT_MS)
-      await q`select 1`
-    }
-  })
-  return {
-    ...session(client),
-    async tx (body) { await client.begin(async (tx) => { await body(session(tx)) }) },
-    async close () { await client.end({ timeout: 5 }) }
-  }
-}
-
-/** PGlite has one connection: every SQL writer runs on the app's, COPY from a blob. */
-function pgliteWriter (app: App): Writer {
-  const pglite = (app.db as unknown as { $client: PGlite }).$client
-  const session = (q: PGlite | Transaction): Session => ({
-    async exec (text) { await q.query(text) },
-    async copy (data) { await q.query(`COPY ${COLUMNS} FROM '/dev/blob'`, [], { blob: new Blob([data]) }) }
-  })
-  return {
-    ...session(pglite),
-    async tx (body) { await pglite.transaction(async (tx) => { await body(session(tx)) }) },
-    async close () {}
-  }
-}
 
 interface Instance { app: App, url: string }
 
