@@ -1,7 +1,9 @@
 // db: the Drizzle handles (primary and read replicas), the repositories built on them, and the readiness probe.
 import { sql } from 'drizzle-orm'
 import fp from 'fastify-plugin'
-import { createDb, createReplica, type Database, type DbOptions } from '../src/db/client.js'
+import { createDb, createReplica, PRIMARY_PROBE_MS, type Database, type DbOptions } from '../src/db/client.js'
+import type { HistorySource } from '../src/db/failover/elector.js'
+import { ReplicaTimelines } from '../src/db/failover/replica-timelines.js'
 import { createReadRouter, type ReadRouter } from '../src/db/read-router.js'
 import { createIdempotencyRepository, type IdempotencyRepository } from '../src/idempotency/repository.js'
 import { createMessageChangesRepository, type MessageChangesRepository } from '../src/sync/changes.js'
@@ -22,6 +24,8 @@ declare module 'fastify' {
     messageChanges: MessageChangesRepository
     /** Resolves when the database answers a trivial query. */
     pingDatabase: () => Promise<void>
+    /** The history of the database followed (CONTRACT 14): its timeline, and when it changes. */
+    databaseHistory: HistorySource
   }
 }
 
@@ -41,7 +45,7 @@ export interface DbPluginOptions extends DbOptions {
 }
 
 export default fp<DbPluginOptions>(async function db (app, opts) {
-  const handle = await createDb(opts)
+  const handle = await createDb({ ...opts, log: app.log })
   if (opts.migrate !== false) {
     try {
       await handle.migrate()
@@ -65,12 +69,19 @@ export default fp<DbPluginOptions>(async function db (app, opts) {
   every(COMPACT_EVERY_MS, async () => handle.db.execute(sql`select pagination_compact()`), 'counter compaction failed')
 
   app.decorate('db', handle.db)
+  app.decorate('databaseHistory', handle.history)
 
   // Replicas are only read: never migrated, and readiness does not depend on them, since a read
   // they cannot serve goes to the primary.
-  const replicas = (opts.readUrls ?? []).map((url) => createReplica(url, { poolSize: opts.poolSize, statementTimeoutMs: opts.statementTimeoutMs }))
+  const readUrls = opts.readUrls ?? []
+  const replicas = readUrls.map((url) => createReplica(url, { poolSize: opts.poolSize, statementTimeoutMs: opts.statementTimeoutMs }))
   app.addHook('onClose', async () => { await Promise.all(replicas.map(async (replica) => replica.close())) })
+  // A replica is read only while it is on the primary's timeline (CONTRACT 14).
+  const timelines = new ReplicaTimelines(readUrls, handle.history, PRIMARY_PROBE_MS)
+  if (readUrls.length > 0) await timelines.start()
+  app.addHook('onClose', async () => { await timelines.close() })
   const read = createReadRouter(handle.db, replicas.map((replica) => replica.db), {
+    usable: timelines.usable,
     onReplicaError ({ replica, down, err }) {
       const message = err instanceof Error ? err.message : String(err)
       app.log.warn({ replica, down, err: { message } }, down ? 'read replica unreachable; reading from the primary' : 'read failed on a replica; read again on the primary')
@@ -84,7 +95,7 @@ export default fp<DbPluginOptions>(async function db (app, opts) {
   every(PRUNE_KEYS_EVERY_MS, idempotency.prune, 'idempotency key pruning failed')
 
   // The change log keeps SYNC_RETENTION_HOURS; older entries (and the tokens that need them) expire.
-  const messageChanges = createMessageChangesRepository(handle.db, read, { retentionHours: opts.syncRetentionHours ?? 720 })
+  const messageChanges = createMessageChangesRepository(handle.db, read, { retentionHours: opts.syncRetentionHours ?? 720, history: handle.history })
   every(PRUNE_CHANGES_EVERY_MS, messageChanges.prune, 'change log pruning failed')
   app.decorate('messageChanges', messageChanges)
 

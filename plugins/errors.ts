@@ -3,9 +3,10 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Socket } from 'node:net'
 import type { ConnectionError, FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import { isWriteRefused } from '../src/db/read-router.js'
 import {
   BodyTooLargeError, InvalidIdError, isExpectedUnavailable, isPublicError, LOAD_SHED_CODE, MalformedJsonError,
-  RouteNotFoundError, UnsupportedMediaTypeError
+  PRIMARY_UNAVAILABLE_CODE, PrimaryUnavailableError, RouteNotFoundError, UnsupportedMediaTypeError
 } from '../src/errors.js'
 import { failedParam, validationDetails } from '../src/http/validation-details.js'
 
@@ -64,10 +65,27 @@ function logFailure (error: FastifyError, status: number, log: FastifyBaseLogger
 }
 
 /** The one error handler; also used for the errors Fastify raises before routing (frameworkErrors). */
+// A promotion takes seconds; the client is told to come back after one.
+const RETRY_AFTER_SECONDS = '1'
+const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
+
+/**
+ * A write the database could not take because no writable primary answers (CONTRACT 14: a failover
+ * in progress) is refused like an overload, 503 with Retry-After, never a 500. Reads keep SPEC's
+ * answer to a database failure.
+ */
+function primaryUnavailable (error: FastifyError, method: string): FastifyError {
+  // Our own errors (an identity provider out of reach, too) already say what happened.
+  if (isPublicError(error)) return error
+  return !READS.has(method) && isWriteRefused(error) ? new PrimaryUnavailableError({ cause: error }) : error
+}
+
 export function createErrorHandler (development: boolean) {
-  return function errorHandler (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  return function errorHandler (raised: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+    const error = primaryUnavailable(raised, request.method)
     const { status, body } = toResponse(error, development)
     logFailure(error, status, request.log)
+    if (error.code === PRIMARY_UNAVAILABLE_CODE) reply.header('retry-after', RETRY_AFTER_SECONDS)
     // An error is never stored or revalidated (CONTRACT 12), whatever the route would send on success.
     return reply.code(status).header('cache-control', 'no-store').removeHeader('etag').send(body)
   }

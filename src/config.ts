@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { isIP } from 'node:net'
+import { splitUrls } from './db/failover/hosts.js'
 
 export const DEV_IDP_URL = 'http://localhost:3002'
 
@@ -21,7 +22,8 @@ const EnvSchema = Type.Object({
   LOG_FORMAT: Type.Optional(Type.Union([Type.Literal('json'), Type.Literal('pretty')])),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 6000 }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
-  DATABASE_READ_URLS: Type.Optional(Type.String({ pattern: '^\\s*postgres(ql)?://[^,\\s]+\\s*(,\\s*postgres(ql)?://[^,\\s]+\\s*)*$' })),
+  // Each URL may name several hosts (libpq's form, CONTRACT 14), commas included.
+  DATABASE_READ_URLS: Type.Optional(Type.String({ pattern: '^\\s*postgres(ql)?://[^\\s,]+(,[^\\s,]+)*(\\s*,\\s*postgres(ql)?://[^\\s,]+(,[^\\s,]+)*)*\\s*$' })),
   TRUST_PROXY: Type.Optional(Type.String({ minLength: 1 })),
   METRICS_TOKEN: Type.Optional(Type.String()),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000 }),
@@ -190,7 +192,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (trustProxy === null) throw invalid('TRUST_PROXY', raw)
   const corsOrigins = parseCorsOrigins(e.CORS_ORIGINS)
   if (corsOrigins === null) throw invalid('CORS_ORIGINS', raw)
-  const databaseReadUrls = e.DATABASE_READ_URLS === undefined ? [] : e.DATABASE_READ_URLS.split(',').map((url) => url.trim())
+  const databaseReadUrls = e.DATABASE_READ_URLS === undefined ? [] : splitUrls(e.DATABASE_READ_URLS)
   if (databaseReadUrls.length > 0 && !/^postgres(ql)?:\/\//.test(e.DATABASE_URL ?? '')) {
     throw new ConfigError('DATABASE_READ_URLS needs DATABASE_URL to be a postgres:// URL (replicas follow a PostgreSQL primary)')
   }

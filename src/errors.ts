@@ -30,10 +30,16 @@ export const DatabaseUnavailableError = createError('API_DATABASE_UNAVAILABLE', 
 export const LOAD_SHED_CODE = 'API_LOAD_SHED'
 export const DRAINING_CODE = 'API_DRAINING'
 export const LIVE_FULL_CODE = 'API_LIVE_FULL'
+export const PRIMARY_UNAVAILABLE_CODE = 'API_PRIMARY_UNAVAILABLE'
 export const LoadShedError = createError(LOAD_SHED_CODE, 'Service unavailable', 503, Error, false)
 export const DrainingError = createError(DRAINING_CODE, 'Service unavailable', 503, Error, false)
 /** Every live slot of this instance is taken (LIVE_MAX_CONNECTIONS, CONTRACT 13). */
 export const LiveFullError = createError(LIVE_FULL_CODE, 'Service unavailable', 503, Error, false)
+/**
+ * No writable database primary answers (CONTRACT 14: between a primary's failure and a standby's
+ * promotion). The outage itself is logged once, by src/db/failover/elector.ts, not per request.
+ */
+export const PrimaryUnavailableError = createError(PRIMARY_UNAVAILABLE_CODE, 'Service unavailable', 503, Error, false)
 
 /** An upstream answered with a non-success status that the API mirrors (SPEC 4.8). */
 // Its statusCode is set per instance to the upstream's status, hence the widened type.
@@ -41,7 +47,7 @@ export const UpstreamStatusError = createError<'API_UPSTREAM_STATUS', number>('A
 
 /** A 503 answered by design: logged at debug, never as a failure. */
 export function isExpectedUnavailable (err: { code?: unknown }): boolean {
-  return err.code === LOAD_SHED_CODE || err.code === DRAINING_CODE || err.code === LIVE_FULL_CODE
+  return err.code === LOAD_SHED_CODE || err.code === DRAINING_CODE || err.code === LIVE_FULL_CODE || err.code === PRIMARY_UNAVAILABLE_CODE
 }
 
 export function isPublicError (err: { code?: unknown }): boolean {

@@ -168,8 +168,11 @@ t.test('a malformed token is 400 Invalid sync token, and changes nothing', async
   const listCursor = (await app.inject({ url: '/v2/messages?limit=1' })).json().pagination.nextCursor as string
   const malformed = [
     '', 'abc', 'not a token', `${good}x`, `${good}=`, good.slice(0, 12), listCursor, '%00', 'x'.repeat(5000),
-    forge(raw.replace(/^1\./, '2.')), forge(raw.replace('.s.', '.x.')), forge(`${raw}.1`), forge(raw.replace(/\.\d+$/, '.-1')),
-    forge(raw.replace(/\.\d+$/, `.${Date.now() + 2 * 3_600_000}`)), forge('1.c.1.18446744073709551616.0.1'), forge('1.c.1.5.9223372036854775808.1'), forge('1.s.1.5.9007199254740992.1')
+    forge(raw.replace(/^2\./, '3.')), forge(raw.replace('.s.', '.x.')), forge(`${raw}.1`), forge(raw.replace(/\.\d+$/, '.-1')),
+    // Issued in the future; on timeline 0; at a WAL position past 2^64.
+    forge(raw.replace(/\.\d+(\.\d+\.\d+)$/, `.${Date.now() + 2 * 3_600_000}$1`)), forge(raw.replace(/\.\d+(\.\d+)$/, '.0$1')),
+    forge(raw.replace(/\.\d+$/, '.18446744073709551616')),
+    forge('1.c.1.18446744073709551616.0.1'), forge('1.c.1.5.9223372036854775808.1'), forge('1.s.1.5.9007199254740992.1')
   ]
   const before = await queryRows<{ n: number }>(app.db, sql`select count(*)::float8 as n from message_changes`)
   for (const token of malformed) {
@@ -252,10 +255,13 @@ t.test('retention: the log is pruned below the horizon of SYNC_RETENTION_HOURS a
 })
 
 t.test('tokens are opaque but round-trip exactly', async (t) => {
-  const token = { epoch: '3', issuedAt: 1795475265371, position: { kind: 'changes' as const, xid: '18446744073709551615', id: 9007199254740991 } }
+  const token = { epoch: '3', issuedAt: 1795475265371, position: { kind: 'changes' as const, xid: '18446744073709551615', id: 9007199254740991 }, read: { timeline: 4294967295, lsn: 18446744073709551615n } }
   t.same(decodeSyncToken(encodeSyncToken(token)), token)
-  const snapshot = { epoch: '1', issuedAt: 0, position: { kind: 'snapshot' as const, watermark: '744', after: 0 } }
+  const snapshot = { epoch: '1', issuedAt: 0, position: { kind: 'snapshot' as const, watermark: '744', after: 0 }, read: { timeline: 1, lsn: 24050128n } }
   t.same(decodeSyncToken(encodeSyncToken(snapshot)), snapshot)
+  // Tokens issued before they named their history: an unknown point of timeline 1.
+  const v1 = Buffer.from('1.c.3.744.12.1795475265371').toString('base64url')
+  t.same(decodeSyncToken(v1), { epoch: '3', issuedAt: 1795475265371, position: { kind: 'changes', xid: '744', id: 12 }, read: { timeline: 1, lsn: 18446744073709551615n } })
 })
 
 t.test('the OpenAPI document declares the route, its query (wait included) and its 200 as JSON and as events, 400 and 410', async (t) => {

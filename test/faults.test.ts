@@ -21,6 +21,8 @@ const alice = { 'x-test-user': JSON.stringify({ sub: 'alice', role: 'Admin', ema
 const OK = { ok: true }
 const UNAVAILABLE = { error: 'Database unavailable' }
 const INTERNAL = { error: 'Internal server error' }
+// A write the database cannot take (CONTRACT 14): refused, to be retried, never a 500.
+const WRITE_REFUSED = { error: 'Service unavailable' }
 const retrieveFailed = (collection: string) => ({ error: `Failed to retrieve ${collection}` })
 
 interface Answer { status: number, body: unknown, ms: number }
@@ -142,8 +144,8 @@ t.test('the database goes away and comes back: defined errors, then recovery wit
       list: { status: 500, body: retrieveFailed('messages') },
       search: { status: 500, body: retrieveFailed('messages') },
       byId: { status: 500, body: INTERNAL },
-      post: { status: 500, body: INTERNAL },
-      delete: { status: 500, body: INTERNAL },
+      post: { status: 503, body: WRITE_REFUSED },
+      delete: { status: 503, body: WRITE_REFUSED },
       users: { status: 500, body: retrieveFailed('users') },
       me: { status: 500, body: INTERNAL },
       movies: { status: 500, body: retrieveFailed('movies') },
@@ -221,9 +223,9 @@ t.test('the database goes away and comes back: defined errors, then recovery wit
       t.same(answers, [
         { status: 500, body: retrieveFailed('messages') },
         { status: 500, body: INTERNAL },
-        { status: 500, body: INTERNAL },
-        { status: 500, body: INTERNAL }
-      ], 'the requests whose connection was killed under them')
+        { status: 503, body: WRITE_REFUSED },
+        { status: 503, body: WRITE_REFUSED }
+      ], 'the requests whose connection was killed under them (writes: refused, to be retried)')
     }))
     await everyRoute(t, ledger, HEALTHY, 'the requests after the kill')
     await nothingHalfWritten(t, 'after the kill in flight')

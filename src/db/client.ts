@@ -1,4 +1,5 @@
 import { mkdir } from 'node:fs/promises'
+import type { Socket } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import type { PGlite } from '@electric-sql/pglite'
 import { sql } from 'drizzle-orm'
@@ -8,6 +9,8 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
+import { PrimaryElector, type HistorySource } from './failover/elector.js'
+import { parseHosts } from './failover/hosts.js'
 import { PgliteThread } from './pglite-thread.js'
 import * as schema from './schema.js'
 
@@ -19,6 +22,8 @@ export interface DbHandle {
   driver: 'postgres' | 'pglite'
   /** Applies the migrations in drizzle/ under an advisory lock, so concurrent start-ups do not race. */
   migrate: () => Promise<void>
+  /** Which history of the database the service follows (CONTRACT 14). */
+  history: HistorySource
   close: () => Promise<void>
 }
 
@@ -28,7 +33,15 @@ export interface DbOptions {
   dataDir?: string
   poolSize?: number
   statementTimeoutMs?: number
+  /** How often every host of DATABASE_URL is probed for the primary (default 1 s). */
+  primaryProbeMs?: number
+  /** Where the primary election reports what it does. */
+  log?: ElectionLog
 }
+
+type ElectionLog = ConstructorParameters<typeof PrimaryElector>[1]['log']
+const SILENT: ElectionLog = { warn: () => {}, error: () => {} }
+export const PRIMARY_PROBE_MS = 1_000
 
 /** A read replica: queries only, never migrated (it follows the primary's WAL). */
 export interface ReplicaHandle {
@@ -92,17 +105,34 @@ function retryStaleSessionErrors (client: postgres.Sql): postgres.Sql {
   })
 }
 
-interface PoolOptions { max: number, connectTimeoutSeconds: number, applicationName: string, statementTimeoutMs: number | undefined }
+interface PoolOptions {
+  max: number
+  connectTimeoutSeconds: number
+  applicationName: string
+  statementTimeoutMs: number | undefined
+  /** The primary's pool: connections open where the election says, and must be read-write. */
+  elector?: PrimaryElector
+}
+
+/** postgres.js's documented "custom socket" option, which its type declarations leave out. */
+type DriverOptions = postgres.Options<Record<string, postgres.PostgresType>> & { socket?: () => Promise<Socket> }
+const driver = (url: string, options: DriverOptions): postgres.Sql => postgres(url, options)
 
 /** One pool of the postgres driver, primary or replica alike: the same reconnect and stale-error rules. */
 function postgresPool (url: string, options: PoolOptions): postgres.Sql {
-  return retryStaleSessionErrors(postgres(url, {
+  const primary = options.elector === undefined
+    ? {}
+    // 'primary', not 'read-write': postgres.js 3.4 judges read-write by default_transaction_read_only
+    // alone, which a hot standby of PostgreSQL 14 and later reports as off.
+    : { socket: options.elector.socket, target_session_attrs: 'primary' as const }
+  return retryStaleSessionErrors(driver(url, {
     max: options.max,
     idle_timeout: 30,
     connect_timeout: options.connectTimeoutSeconds,
     backoff: reconnectDelaySeconds,
     onnotice: () => {},
-    connection: { statement_timeout: options.statementTimeoutMs ?? 10_000, application_name: options.applicationName }
+    connection: { statement_timeout: options.statementTimeoutMs ?? 10_000, application_name: options.applicationName },
+    ...primary
   }))
 }
 
@@ -127,15 +157,23 @@ export function createReplica (url: string, options: Pick<DbOptions, 'poolSize' 
   }
 }
 
-function createPostgres (url: string, options: DbOptions): DbHandle {
-  const client = postgresPool(url, { max: options.poolSize ?? 10, connectTimeoutSeconds: 10, applicationName: 'messages-api', statementTimeoutMs: options.statementTimeoutMs })
+async function createPostgres (url: string, options: DbOptions): Promise<DbHandle> {
+  const elector = new PrimaryElector(url, { probeEveryMs: options.primaryProbeMs ?? PRIMARY_PROBE_MS, log: options.log ?? SILENT })
+  await elector.start()
+  // The elector opens every connection (its socket factory); the URL still gives the user, database
+  // and TLS settings. Named with one host, so that the driver reports a failed connection at once
+  // rather than trying the next host itself.
+  const { hosts, urlOf } = parseHosts(url)
+  const single = urlOf(hosts[0] ?? { host: 'localhost', port: 5432 })
+  const client = postgresPool(single, { max: options.poolSize ?? 10, connectTimeoutSeconds: 10, applicationName: 'messages-api', statementTimeoutMs: options.statementTimeoutMs, elector })
   const db = drizzlePostgres(client, { schema })
   return {
     db,
     driver: 'postgres',
+    history: elector,
     async migrate () {
       // A dedicated single connection: the session-level lock and the migrator must share it.
-      const lockClient = postgres(url, { max: 1, onnotice: () => {} })
+      const lockClient = driver(single, { max: 1, onnotice: () => {}, socket: elector.socket, target_session_attrs: 'primary' })
       try {
         await lockClient`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`
         await migratePostgres(drizzlePostgres(lockClient), { migrationsFolder: MIGRATIONS_FOLDER })
@@ -146,8 +184,16 @@ function createPostgres (url: string, options: DbOptions): DbHandle {
     },
     async close () {
       await client.end({ timeout: 5 })
+      await elector.close()
     }
   }
+}
+
+/** PGlite is one process's own database: one history, which never changes. */
+const PGLITE_HISTORY: HistorySource = {
+  current: () => ({ system: 'pglite', timeline: 1, switchpoints: new Map() }),
+  onChange: () => () => {},
+  suspect: () => {}
 }
 
 async function createPglite (dataDir: string | undefined): Promise<DbHandle> {
@@ -159,6 +205,7 @@ async function createPglite (dataDir: string | undefined): Promise<DbHandle> {
   return {
     db,
     driver: 'pglite',
+    history: PGLITE_HISTORY,
     async migrate () {
       // PGlite is a single connection, but the lock keeps both paths identical.
       await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`)

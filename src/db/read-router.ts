@@ -16,6 +16,8 @@ export interface ReadRouterOptions {
   backoffMs?: number
   /** Told when a read failed on a replica and went to the primary instead. */
   onReplicaError?: (event: { replica: number, down: boolean, err: unknown }) => void
+  /** Whether a replica may be read from now (one on another history may not: CONTRACT 14). */
+  usable?: (replica: number) => boolean
   now?: () => number
 }
 
@@ -26,16 +28,31 @@ export const REPLICA_BACKOFF_MS = 5_000
 const UNREACHABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE',
   'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT',
-  '57P01', '57P02', '57P03', '53300'
+  '57P01', '57P02', '57P03', '53300',
+  // No writable primary answers (src/db/failover/elector.ts).
+  'API_PRIMARY_UNAVAILABLE'
 ])
+
+/** Whether an error, or one of its causes (Drizzle wraps driver errors), has a code `matches` accepts. */
+function hasCode (err: unknown, matches: (code: string) => boolean): boolean {
+  for (let e = err, depth = 0; e !== null && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code
+    if (typeof code === 'string' && matches(code)) return true
+  }
+  return false
+}
 
 /** True when an error (or one of its causes, as Drizzle wraps driver errors) means the server is unreachable. */
 export function isUnreachable (err: unknown): boolean {
-  for (let e = err, depth = 0; e !== null && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code
-    if (typeof code === 'string' && (UNREACHABLE_CODES.has(code) || code.startsWith('08'))) return true
-  }
-  return false
+  return hasCode(err, (code) => UNREACHABLE_CODES.has(code) || code.startsWith('08'))
+}
+
+/**
+ * True when a write could not be taken because no writable primary answers: the server is out of
+ * reach, or the one reached has just become a standby (25006, read-only transaction).
+ */
+export function isWriteRefused (err: unknown): boolean {
+  return isUnreachable(err) || hasCode(err, (code) => code === '25006')
 }
 
 /**
@@ -48,6 +65,7 @@ export function createReadRouter (primary: Database, replicas: readonly Database
   if (replicas.length === 0) return primaryOnly(primary)
   const backoffMs = options.backoffMs ?? REPLICA_BACKOFF_MS
   const now = options.now ?? Date.now
+  const usable = options.usable ?? (() => true)
   const downUntil = replicas.map(() => 0)
   let next = 0
 
@@ -56,7 +74,7 @@ export function createReadRouter (primary: Database, replicas: readonly Database
     for (let tried = 0; tried < replicas.length; tried++) {
       const index = next
       next = (next + 1) % replicas.length
-      if ((downUntil[index] ?? 0) <= at) return index
+      if ((downUntil[index] ?? 0) <= at && usable(index)) return index
     }
     return undefined
   }

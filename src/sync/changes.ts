@@ -3,9 +3,11 @@ import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
 import { inBatches } from '../db/batches.js'
 import { rawStatement, statement, type RawRow } from '../db/statement.js'
-import { InvalidSyncTokenError, SyncTokenExpiredError } from '../errors.js'
+import { InvalidSyncTokenError, PrimaryUnavailableError, SyncTokenExpiredError } from '../errors.js'
+import type { HistorySource } from '../db/failover/elector.js'
+import { holds, POSITION_SQL, TIMELINE_SQL } from '../db/failover/history.js'
 import { sharedRead, sharedReadByKey } from '../db/shared-read.js'
-import { decodeSyncToken, encodeSyncToken, positionKey, type ChangesPosition, type SyncPosition } from './token.js'
+import { decodeSyncToken, encodeSyncToken, positionKey, type ChangesPosition, type HistoryPoint, type SyncPosition } from './token.js'
 import { LOG_EPOCH, LOG_HORIZON } from '../db/change-log.js'
 import { MESSAGE_SOURCE, messageJsonSql } from '../messages/row.js'
 
@@ -22,11 +24,16 @@ import { MESSAGE_SOURCE, messageJsonSql } from '../messages/row.js'
 // and every change that answer does not show was written by a transaction at or above its xmin,
 // which is where the client's `next` stands.
 
-/** What an answer is checked against and positioned by, rendered by its statement's first row. */
+/**
+ * What an answer is checked against and positioned by, rendered by its statement's first row: with
+ * the timeline and WAL position it was read at (CONTRACT 14), which its token carries.
+ */
 interface PageState {
   xmin: string
   epoch: string
   horizon: string
+  tli: number
+  lsn: string
 }
 
 /** The state of the log as a poll (or the live watcher) first reads it: PageState and the newest logged transaction. */
@@ -40,6 +47,8 @@ export interface ChangesAnswer {
   /** The body's `next`. */
   token: string
   epoch: string
+  /** Where in the database's history it was read. */
+  read: HistoryPoint
   next: SyncPosition
   hasMore: boolean
   /** `data` is []. */
@@ -52,8 +61,9 @@ export type HeadVerdict = { kind: 'expired' } | { kind: 'read' } | { kind: 'none
 // The state every answer is checked against and positioned by: the snapshot's xmin, the epoch and
 // the pruned horizon. Scalar subqueries, so the planner knows it is one row: as a scan of sync_state,
 // never analyzed, it expected 1,810 and priced pages so high that JIT compiled each (250 ms a page).
-const STATE = sql`SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, ${LOG_EPOCH} AS epoch, ${LOG_HORIZON} AS horizon`
-const STATE_JSON = sql`'xmin', s.xmin::text, 'epoch', s.epoch::text, 'horizon', s.horizon::text`
+const STATE = sql`SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, ${LOG_EPOCH} AS epoch, ${LOG_HORIZON} AS horizon,
+  ${TIMELINE_SQL} AS tli, ${POSITION_SQL}::text AS lsn`
+const STATE_JSON = sql`'xmin', s.xmin::text, 'epoch', s.epoch::text, 'horizon', s.horizon::text, 'tli', s.tli, 'lsn', s.lsn`
 
 // Pages are rendered by the database, one row per entry, each message the same JSON as
 // GET /v2/messages/{id} (messageJsonSql, which also renders stored 201s), and read as bytes
@@ -133,7 +143,7 @@ function page<State extends PageState> (rows: RawRow[], limit: number): { state:
 // A poll usually finds nothing: the state and the newest logged transaction, one shared read for
 // every poll waiting (sharedRead), answer it without reading the log. The live watcher reads the same.
 const headStatement = statement<ChangesHead>('message_changes_head', sql`
-  SELECT s.xmin::text AS xmin, s.epoch::text AS epoch, s.horizon::text AS horizon,
+  SELECT s.xmin::text AS xmin, s.epoch::text AS epoch, s.horizon::text AS horizon, s.tli, s.lsn,
     (SELECT max(c.xid) FROM message_changes c)::text AS newest
   FROM (${STATE}) s`)
 const readHead = sharedRead(async (db): Promise<ChangesHead> => {
@@ -150,6 +160,8 @@ const PRUNE_MAX_BATCHES = 100
 export interface MessageChangesOptions {
   /** SYNC_RETENTION_HOURS: how long the log keeps a change, and so how long a token stays valid. */
   retentionHours: number
+  /** The database's history: a token from a part of it the primary no longer has expires. */
+  history: HistorySource
 }
 
 const later = (a: string, b: string) => BigInt(a) > BigInt(b)
@@ -213,10 +225,25 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
   const retentionMs = options.retentionHours * 3_600_000
   const readAhead = createReadAhead()
 
-  function answer (epoch: string, data: Buffer, next: SyncPosition, hasMore: boolean): ChangesAnswer {
-    const token = encodeSyncToken({ epoch, issuedAt: Date.now(), position: next })
+  const { history } = options
+
+  function answer (epoch: string, read: HistoryPoint, data: Buffer, next: SyncPosition, hasMore: boolean): ChangesAnswer {
+    const token = encodeSyncToken({ epoch, issuedAt: Date.now(), position: next, read })
     const body = Buffer.concat([DATA_START, data, Buffer.from(`],"next":"${token}","hasMore":${String(hasMore)}}`)])
-    return { body, token, epoch, next, hasMore, empty: data.length === 0 }
+    return { body, token, epoch, read, next, hasMore, empty: data.length === 0 }
+  }
+
+  const pointOf = (state: { tli: number, lsn: string }): HistoryPoint => ({ timeline: Number(state.tli), lsn: BigInt(state.lsn) })
+
+  /**
+   * Whether a server's answer is on the history followed: one read on another timeline (a failover
+   * not noticed yet, a replica left behind) is not used. The primary is probed at once; meanwhile
+   * the poll answers 503, and a replica's read goes to the primary (src/db/read-router.ts).
+   */
+  function onHistory (state: { tli: number }): boolean {
+    if (Number(state.tli) === history.current()?.timeline) return true
+    history.suspect()
+    return false
   }
 
   /** Where a client stands once it has every entry below `xmin`: never behind where it stood. */
@@ -224,7 +251,8 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     return later(xmin, position.xid) ? { kind: 'changes', xid: xmin, id: 0 } : position
   }
 
-  function checkValid (epoch: string, position: string, state: { epoch: string, horizon: string }): void {
+  function checkValid (epoch: string, position: string, state: PageState): void {
+    if (!onHistory(state)) throw new PrimaryUnavailableError()
     if (epoch !== state.epoch || later(state.horizon, position)) throw new SyncTokenExpiredError()
   }
 
@@ -239,20 +267,23 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     const early = epoch === undefined || watermark === undefined ? undefined : await readAhead.take(`${epoch}.${limit}`, watermark, after)
     const page = early?.more === true ? early : await readCopy(target, watermark, after, limit)
     if (epoch !== undefined && watermark !== undefined) checkValid(epoch, watermark, page)
+    else if (!onHistory(page)) throw new PrimaryUnavailableError()
     // Every page read at a snapshot whose xmin is lower (a replica further behind) lowers the
     // watermark with it: a change it did not show is at or above that xmin.
     const start = watermark === undefined || later(watermark, page.xmin) ? page.xmin : watermark
     if (page.more) {
       readAhead.start(`${page.epoch}.${limit}`, start, page.last, async (watermark, next) => readCopy(target, watermark, next, limit))
-      return answer(page.epoch, page.data, { kind: 'snapshot', watermark: start, after: page.last }, true)
+      return answer(page.epoch, pointOf(page), page.data, { kind: 'snapshot', watermark: start, after: page.last }, true)
     }
     // The copy is complete. Changes logged since it began are next; with none, the copy is current.
     const changes: ChangesPosition = { kind: 'changes', xid: start, id: 0 }
-    return page.logged ? answer(page.epoch, page.data, changes, true) : answer(page.epoch, page.data, caughtUp(changes, page.xmin), false)
+    return page.logged ? answer(page.epoch, pointOf(page), page.data, changes, true) : answer(page.epoch, pointOf(page), page.data, caughtUp(changes, page.xmin), false)
   }
 
   /** What the head says of a position: whether the log can hold an answer for it below xmin. */
   function verdict (head: ChangesHead, epoch: string, position: ChangesPosition): HeadVerdict {
+    // A head from another history says nothing of this one: the position stands until it is followed.
+    if (!onHistory(head)) return { kind: 'none', next: position }
     if (epoch !== head.epoch || later(head.horizon, position.xid)) return { kind: 'expired' }
     // Nothing logged at or after the position: every transaction below xmin has been answered.
     if (head.newest === null || later(position.xid, head.newest)) return { kind: 'none', next: caughtUp(position, head.xmin) }
@@ -265,15 +296,17 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     const { state, data } = page<PageState & { n: number, lastXid: string | null, lastId: number | null }>(await changesPage(target, { xid: position.xid, id: position.id, limit }), limit)
     checkValid(epoch, position.xid, state)
     if (state.n > limit && state.lastXid !== null && state.lastId !== null) {
-      return answer(state.epoch, data, { kind: 'changes', xid: state.lastXid, id: state.lastId }, true)
+      return answer(state.epoch, pointOf(state), data, { kind: 'changes', xid: state.lastXid, id: state.lastId }, true)
     }
-    return answer(state.epoch, data, caughtUp(position, state.xmin), false)
+    return answer(state.epoch, pointOf(state), data, caughtUp(position, state.xmin), false)
   }
 
   async function changes (target: Database, epoch: string, position: ChangesPosition, limit: number): Promise<ChangesAnswer> {
-    const found = verdict(await readHead(target), epoch, position)
+    const head = await readHead(target)
+    if (!onHistory(head)) throw new PrimaryUnavailableError()
+    const found = verdict(head, epoch, position)
     if (found.kind === 'expired') throw new SyncTokenExpiredError()
-    if (found.kind === 'none') return answer(epoch, EMPTY, found.next, false)
+    if (found.kind === 'none') return answer(epoch, pointOf(head), EMPTY, found.next, false)
     return changesPageAt(target, epoch, position, limit)
   }
 
@@ -298,6 +331,10 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
       // No answer was made in the future: such a token was altered (clocks of instances may differ a little).
       if (age < -CLOCK_SKEW_MS) throw new InvalidSyncTokenError()
       if (age > retentionMs) throw new SyncTokenExpiredError()
+      // A token read past where the history followed now branched off: it may have shown rows that are gone.
+      const current = history.current()
+      if (current === undefined) throw new PrimaryUnavailableError()
+      if (!holds(current, token.read.timeline, token.read.lsn)) throw new SyncTokenExpiredError()
       return readAt(token.epoch, token.position, limit)
     },
 
@@ -312,8 +349,17 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
     changesAfter: (epoch: string, position: ChangesPosition, limit: number): Promise<ChangesAnswer> =>
       read((target) => changesPageAt(target, epoch, position, limit)),
 
-    /** An answer with no changes, standing at a position: a long-poll's when its wait is over. */
-    nothingAt: (epoch: string, position: SyncPosition): ChangesAnswer => answer(epoch, EMPTY, position, false),
+    /** An answer with no changes, standing at a position read at `read`: a long-poll's when its wait is over. */
+    nothingAt: (epoch: string, position: SyncPosition, read: HistoryPoint): ChangesAnswer => answer(epoch, read, EMPTY, position, false),
+
+    /** Called when the primary's history changes (a promotion); returns the unsubscribe. */
+    onHistoryChange: (listener: () => void): (() => void) => history.onChange(listener),
+
+    /** Whether the history followed now holds a point an answer was read at. */
+    holds: (read: HistoryPoint): boolean => {
+      const current = history.current()
+      return current !== undefined && holds(current, read.timeline, read.lsn)
+    },
 
     /** Deletes log entries older than the retention, batch by batch; returns how many went. Primary only. */
     prune (): Promise<number> {

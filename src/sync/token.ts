@@ -6,24 +6,35 @@ import { InvalidSyncTokenError } from '../errors.js'
 //   missed was written by a transaction at or above it.
 // - changes: every log entry below (`xid`, `id`) has been sent; (`xid`, 0) means every entry of a
 //   transaction below `xid`.
-// Both carry the epoch they were issued in (a TRUNCATE starts a new one) and when they were issued.
+// Both carry the epoch they were issued in (a TRUNCATE starts a new one), when they were issued, and
+// where in the database's history the answer was read (CONTRACT 14): its timeline and a WAL position
+// past every commit it showed. After a failover that lost commits, a token from past the new
+// primary's branch point showed rows that no longer exist, and expires.
 // Transaction ids are decimal strings: xid8 is 64 bits, beyond a JavaScript number.
 
 export interface SnapshotPosition { kind: 'snapshot', watermark: string, after: number }
 export interface ChangesPosition { kind: 'changes', xid: string, id: number }
 export type SyncPosition = SnapshotPosition | ChangesPosition
 
+/** Where in the database's history an answer was read: src/db/failover/history.ts. */
+export interface HistoryPoint { timeline: number, lsn: bigint }
+
 export interface SyncToken {
   epoch: string
   /** Milliseconds since the epoch when the answer that carried it was made. */
   issuedAt: number
   position: SyncPosition
+  read: HistoryPoint
 }
 
-const VERSION = '1'
+const VERSION = '2'
 const MAX_XID8 = 2n ** 64n - 1n
 const MAX_ID = 2n ** 63n - 1n
-const SHAPE = /^1\.([sc])\.(\d{1,20})\.(\d{1,20})\.(\d{1,19})\.(\d{1,16})$/
+const MAX_TIMELINE = 2 ** 32 - 1
+// Version 1 tokens, issued before tokens named their history, stand at an unknown position of
+// timeline 1: held on it, expired on any later one.
+const SHAPE = /^(?:1\.([sc])\.(\d{1,20})\.(\d{1,20})\.(\d{1,19})\.(\d{1,16})|2\.([sc])\.(\d{1,20})\.(\d{1,20})\.(\d{1,19})\.(\d{1,16})\.(\d{1,10})\.(\d{1,20}))$/
+const UNKNOWN_V1: HistoryPoint = { timeline: 1, lsn: MAX_XID8 }
 // Far above any real token (some 80 characters), so length alone never decides what is malformed.
 export const MAX_SYNC_TOKEN_LENGTH = 1024
 
@@ -32,7 +43,7 @@ export function encodeSyncToken (token: SyncToken): string {
   const fields = position.kind === 'snapshot'
     ? ['s', token.epoch, position.watermark, String(position.after)]
     : ['c', token.epoch, position.xid, String(position.id)]
-  return Buffer.from([VERSION, ...fields, String(token.issuedAt)].join('.')).toString('base64url')
+  return Buffer.from([VERSION, ...fields, String(token.issuedAt), String(token.read.timeline), token.read.lsn.toString()].join('.')).toString('base64url')
 }
 
 const within = (digits: string, max: bigint) => BigInt(digits) <= max
@@ -45,15 +56,18 @@ export function decodeSyncToken (text: string): SyncToken {
   if (Buffer.from(raw, 'latin1').toString('base64url') !== text) throw new InvalidSyncTokenError()
   const match = SHAPE.exec(raw)
   if (match === null) throw new InvalidSyncTokenError()
-  const [, kind, epoch = '', xid = '', id = '', issued = ''] = match
+  const v1 = match[1] !== undefined
+  const [kind, epoch = '', xid = '', id = '', issued = '', timeline = '', lsn = ''] = v1 ? match.slice(1, 6) : match.slice(6, 13)
   if (!within(epoch, MAX_ID) || !within(xid, MAX_XID8) || !within(id, MAX_ID)) throw new InvalidSyncTokenError()
+  if (!v1 && (Number(timeline) < 1 || Number(timeline) > MAX_TIMELINE || !within(lsn, MAX_XID8))) throw new InvalidSyncTokenError()
   const issuedAt = Number(issued)
   if (!Number.isSafeInteger(issuedAt) || BigInt(id) > BigInt(Number.MAX_SAFE_INTEGER)) throw new InvalidSyncTokenError()
   const clean = (digits: string) => BigInt(digits).toString()
   const position: SyncPosition = kind === 's'
     ? { kind: 'snapshot', watermark: clean(xid), after: Number(id) }
     : { kind: 'changes', xid: clean(xid), id: Number(id) }
-  return { epoch: clean(epoch), issuedAt, position }
+  const read = v1 ? UNKNOWN_V1 : { timeline: Number(timeline), lsn: BigInt(lsn) }
+  return { epoch: clean(epoch), issuedAt, position, read }
 }
 
 /** A position as a map key, with the answer size: the initial copy's start when there is none. */

@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFile, execFileSync, spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { appendFile, chmod, chown, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
@@ -51,7 +51,7 @@ function findBinDir (): string | undefined {
   return BIN_CANDIDATES.find((dir) => existsSync(join(dir, 'initdb'))) ?? npmBinDir()
 }
 
-function binDir (): string {
+export function binDir (): string {
   const found = findBinDir()
   if (found === undefined) throw new Error('PostgreSQL server binaries (initdb, pg_ctl, postgres) not found')
   return found
@@ -59,13 +59,13 @@ function binDir (): string {
 
 // PostgreSQL refuses to run as root: the servers run as the postgres user then, or as nobody on a
 // machine without one.
-const asRoot = process.getuid?.() === 0
+export const asRoot = process.getuid?.() === 0
 
 function userExists (user: string): boolean {
   return spawnSync('id', ['-u', user], { stdio: 'ignore' }).status === 0
 }
 
-const serverUser = userExists('postgres') ? 'postgres' : 'nobody'
+export const serverUser = userExists('postgres') ? 'postgres' : 'nobody'
 
 /**
  * Why no throwaway server can start here, or undefined when one can: the tests that need one skip
@@ -81,16 +81,32 @@ export function pgClusterUnavailable (): string | undefined {
   return undefined
 }
 
-function ids (user: string): { uid: number, gid: number } {
+export function ids (user: string): { uid: number, gid: number } {
   return { uid: Number(execFileSync('id', ['-u', user], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', user], { encoding: 'utf8' })) }
 }
 
-function run (bin: string, args: string[], timeoutMs = 60_000): void {
-  const [command, commandArgs] = asRoot ? ['runuser', ['-u', serverUser, '--', bin, ...args]] : [bin, args]
-  const result = spawnSync(command, commandArgs, { encoding: 'utf8', timeout: timeoutMs })
-  if (result.status !== 0) {
-    throw new Error(`${bin.split('/').pop() ?? bin} ${args.join(' ')} failed (${result.status ?? result.signal ?? result.error?.message}): ${result.stderr}${result.stdout}`.slice(0, 2000))
-  }
+function asServerUser (bin: string, args: string[]): [string, string[]] {
+  return asRoot ? ['runuser', ['-u', serverUser, '--', bin, ...args]] : [bin, args]
+}
+
+function failed (bin: string, args: string[], why: unknown, output: string): Error {
+  return new Error(`${bin.split('/').pop() ?? bin} ${args.join(' ')} failed (${String(why)}): ${output}`.slice(0, 2000))
+}
+
+/** Runs a PostgreSQL program, as the server's user when this process is root; throws with its output when it fails. */
+export function run (bin: string, args: string[], timeoutMs = 60_000): void {
+  const result = spawnSync(...asServerUser(bin, args), { encoding: 'utf8', timeout: timeoutMs })
+  if (result.status !== 0) throw failed(bin, args, result.status ?? result.signal ?? result.error?.message, `${result.stderr}${result.stdout}`)
+}
+
+/** As run, without blocking the event loop: for steps during which clients must keep being served. */
+export async function runAsync (bin: string, args: string[], timeoutMs = 60_000): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    execFile(...asServerUser(bin, args), { encoding: 'utf8', timeout: timeoutMs }, (err, stdout, stderr) => {
+      if (err === null) resolve()
+      else reject(failed(bin, args, err.code ?? err.signal ?? err.message, `${stderr}${stdout}`))
+    })
+  })
 }
 
 export async function startPgCluster (options: { replica: boolean }): Promise<PgCluster> {

@@ -95,13 +95,13 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
         else resolve(result.body)
       }
       // Nothing came: the answer says so, standing where the hub has moved the client's position.
-      const nothing = (): void => { settle(feed.nothingAt(poll.group?.epoch ?? first.epoch, poll.group?.position ?? first.next)) }
+      const nothing = (): void => { settle(feed.nothingAt(poll.group?.epoch ?? first.epoch, poll.group?.position ?? first.next, poll.group?.read ?? first.read)) }
       const left = (): void => { nothing() }
       const poll = new HeldPoll(settle)
       const timer = setTimeout(nothing, request.wait * 1000)
       whenClosed(reply.raw, left)
       polls.set(poll, nothing)
-      hub.place(poll, first.epoch, first.next, request.limit, false)
+      hub.place(poll, first.epoch, first.next, request.limit, false, first.read)
     })
   }
 
@@ -152,7 +152,7 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
         return
       }
       if (!first.empty) stream.write(frameEvent(first))
-      hub.place(stream, first.epoch, first.next, request.limit, first.hasMore)
+      hub.place(stream, first.epoch, first.next, request.limit, first.hasMore, first.read)
     },
 
     /** A write through this instance committed. */

@@ -1,7 +1,7 @@
 import { setImmediate } from 'node:timers/promises'
 import { SyncTokenExpiredError } from '../../errors.js'
 import type { ChangesAnswer, ChangesHead, MessageChangesRepository } from '../changes.js'
-import { positionKey, type SyncPosition } from '../token.js'
+import { positionKey, type HistoryPoint, type SyncPosition } from '../token.js'
 import { createChangeWatcher } from './watcher.js'
 
 // The clients an instance holds, grouped by the position they wait at (CONTRACT 13). Each head the
@@ -13,6 +13,12 @@ import { createChangeWatcher } from './watcher.js'
 // Why sharing is exact: an answer for a position, read from any snapshot, is an answer a poll from
 // that position could have got (src/sync/changes.ts). A client that joins a position while its answer
 // is being read receives that answer, as if its own poll had arrived a moment earlier.
+//
+// After a failover (CONTRACT 14) a position reached from state the new primary never had would skip
+// transactions that now commit under the same ids: each group keeps the latest point in the
+// database's history that its clients' answers and position were read at, and when the primary's
+// history changes, the clients of every group the new history does not hold are ended (410 for a
+// long-poll; a stream ends and its client comes back with its last event's id, which is judged alone).
 
 /** A client held by the hub: a long-poll that waits for one answer, or a stream that follows the feed. */
 export interface Waiter {
@@ -36,6 +42,8 @@ export interface Group {
   readonly position: SyncPosition | undefined
   readonly limit: number
   readonly waiters: Set<Waiter>
+  /** The latest point of the database's history its clients were answered or moved from. */
+  read: HistoryPoint
   /** Read at once, not at the watcher's word: the clients are catching up (hasMore). */
   due: boolean
   reading: boolean
@@ -44,7 +52,11 @@ export interface Group {
 /** Clients written to per turn of the event loop when an answer fans out. */
 const FAN_OUT_SLICE = 256
 
-export type LiveFeed = Pick<MessageChangesRepository, 'readAt' | 'head' | 'verdict' | 'changesAfter'>
+export type LiveFeed = Pick<MessageChangesRepository, 'readAt' | 'head' | 'verdict' | 'changesAfter' | 'holds' | 'onHistoryChange'>
+
+const laterPoint = (a: HistoryPoint, b: HistoryPoint): HistoryPoint =>
+  a.timeline !== b.timeline ? (a.timeline > b.timeline ? a : b) : (a.lsn >= b.lsn ? a : b)
+const pointOf = (head: ChangesHead): HistoryPoint => ({ timeline: Number(head.tli), lsn: BigInt(head.lsn) })
 
 export interface HubOptions {
   feed: LiveFeed
@@ -70,13 +82,24 @@ export function createLiveHub (options: HubOptions) {
   }
 
   /** Puts waiters at a position, in its group (made when none waits there yet). */
-  function place (waiters: readonly Waiter[], epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean): void {
+  function place (waiters: readonly Waiter[], epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean, read: HistoryPoint): void {
     if (waiters.length === 0) return
+    // Read before the history followed changed, past where the new one branched off: ended now.
+    if (!feed.holds(read)) {
+      for (const waiter of waiters) {
+        waiter.group?.waiters.delete(waiter)
+        waiter.group = undefined
+        waiter.expired()
+      }
+      return
+    }
     const key = positionKey(epoch, position, limit)
     let group = groups.get(key)
     if (group === undefined) {
-      group = { key, epoch, position, limit, waiters: new Set(), due, reading: false }
+      group = { key, epoch, position, limit, waiters: new Set(), due, reading: false, read }
       groups.set(key, group)
+    } else {
+      group.read = laterPoint(group.read, read)
     }
     for (const waiter of waiters) {
       group.waiters.add(waiter)
@@ -98,9 +121,9 @@ export function createLiveHub (options: HubOptions) {
   }
 
   /** Moves every waiter of a group to another position (merging with the group waiting there). */
-  function move (group: Group, waiters: readonly Waiter[], epoch: string, position: SyncPosition, due: boolean): void {
+  function move (group: Group, waiters: readonly Waiter[], epoch: string, position: SyncPosition, due: boolean, read: HistoryPoint): void {
     if (groups.get(group.key) === group) groups.delete(group.key)
-    place(waiters, epoch, position, group.limit, due)
+    place(waiters, epoch, position, group.limit, due, laterPoint(group.read, read))
     tidy(group)
   }
 
@@ -139,7 +162,7 @@ export function createLiveHub (options: HubOptions) {
     }
     const staying = [...group.waiters]
     group.waiters.clear()
-    move(group, staying, answer.epoch, answer.next, answer.hasMore)
+    move(group, staying, answer.epoch, answer.next, answer.hasMore, answer.read)
   }
 
   async function readGroup (group: Group, foundAt: number): Promise<void> {
@@ -181,15 +204,20 @@ export function createLiveHub (options: HubOptions) {
       const verdict = feed.verdict(head, epoch, position)
       if (verdict.kind === 'expired') expire(group)
       else if (verdict.kind === 'read') read(group)
-      else if (verdict.next !== position && positionKey(epoch, verdict.next, group.limit) !== group.key) move(group, [...group.waiters], epoch, verdict.next, false)
+      else if (verdict.next !== position && positionKey(epoch, verdict.next, group.limit) !== group.key) move(group, [...group.waiters], epoch, verdict.next, false, pointOf(head))
     }
     return Promise.resolve()
   }
 
+  // The primary's history changed: every position it does not hold is ended.
+  const unsubscribe = feed.onHistoryChange(() => {
+    for (const group of [...groups.values()]) if (!feed.holds(group.read)) expire(group)
+  })
+
   return {
-    /** Holds a client at a position; `due`: read its answer at once (a stream catching up). */
-    place (waiter: Waiter, epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean): void {
-      if (!closed) place([waiter], epoch, position, limit, due)
+    /** Holds a client at a position read at `read`; `due`: read its answer at once (a stream catching up). */
+    place (waiter: Waiter, epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean, read: HistoryPoint): void {
+      if (!closed) place([waiter], epoch, position, limit, due, read)
     },
     leave,
     /** A write through this instance committed: look now rather than at the next interval. */
@@ -201,6 +229,7 @@ export function createLiveHub (options: HubOptions) {
     stats: () => ({ watchReads: watcher.reads(), answerReads, positions: groups.size }),
     close (): void {
       closed = true
+      unsubscribe()
       watcher.stop()
     }
   }
