@@ -17,6 +17,7 @@ import type { Statement } from '../../db/statement.js'
 import { StatementSet } from '../statements.js'
 import { AnchorCache, anchorFor, FOLLOW_REACH, followCandidates, followedAnchor, recordMoves, STRIDE, type AnchorOrigin, type Anchors, type FollowedAnchor } from './anchor-set.js'
 import { anchorChunkSql, anchoredSql, followedSql, followSql, type AnchorChunk, type FollowedRow, type FollowRow } from './sql.js'
+import { timelineOfVersion } from '../../db/failover/history.js'
 
 // Deep pages from the anchors of their result set (./anchor-set.ts): a seek from the anchor before the
 // page, skipping fewer than STRIDE rows. Exact because a set serves a page only when the page's own
@@ -138,7 +139,9 @@ export class AnchorReader<S extends string, F extends string, Row extends object
       }
       // A replica behind the anchors: it will catch up; nothing to read again.
       if (version < held.version) return undefined
-      if (unranked && held.origin !== undefined) held.behind = true
+      // Writes are followed only on the history the set was read on: after a failover the rows it
+      // counted may be gone, and nothing logged says so.
+      if (unranked && held.origin !== undefined && timelineOfVersion(version) === timelineOfVersion(held.version)) held.behind = true
       else cache.retire(key, version)
     } else if (held !== undefined && held.total !== null && held.behind !== true) {
       // Past the last anchor: within a stride of the end, which the reads without anchors reach cheaply.
