@@ -42,11 +42,15 @@ function passingReport (): Report {
       rest: phase({ delivered: 4, sseDelays: [3, 4], longPollDelays: [5, 6] }),
       // p99 and max apart: 200 stream deliveries, one of them slow.
       rolling: phase({ delivered: 202, sseReconnects: 2, longPollRetries: 1, sseDelays: [...Array<number>(199).fill(8), 250], longPollDelays: [7, 12] }),
-      crash: phase({})
+      crash: phase({}),
+      before: phase({}),
+      gap: phase({}),
+      after: phase({})
     },
     equal: 4,
     mismatched: [],
     lostExamples: [],
+    resyncs: 0,
     refused: []
   }
   return {
@@ -62,7 +66,7 @@ function passingReport (): Report {
       { instance: 'api-2', how: 'SIGKILL', exit: 'killed by SIGKILL', stoppedMs: 1, backMs: 5000 }
     ],
     retries: { retried: 5, redispatched: 5 },
-    verification: { ackedExactlyOnce: 2, ackedWrong: [], unknownMessages: 0, givenUpButWritten: 0 }
+    verification: { ackedExactlyOnce: 2, ackedWrong: [], ackedMissing: 0, keysMoreThanOnce: 0, unknownMessages: 0, givenUpButWritten: 0 }
   }
 }
 

@@ -97,6 +97,11 @@ export class Balancer {
     }
   }
 
+  /** Last resort, synchronous (a watchdog about to exit): nothing of the balancer outlives the check. */
+  kill (): void {
+    if (this.running) this.child.kill('SIGKILL')
+  }
+
   async stop (): Promise<void> {
     if (!this.running) return
     this.child.kill('SIGTERM')

@@ -2,7 +2,7 @@ import { request as httpRequest, type ClientRequest, type IncomingMessage } from
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import { Agent, request } from 'undici'
-import type { Failure, Phase } from './load.js'
+import { PHASES, type Failure, type Phase } from './load.js'
 
 // Live clients of GET /v2/messages/changes (CONTRACT 13) held open through the balancer for the whole
 // check: Server-Sent Events read as an EventSource reads them, and long-polls. Each keeps its own copy
@@ -41,6 +41,8 @@ export interface LiveResult {
   mismatched: string[]
   /** Some lost deliveries, `client: id`. */
   lostExamples: string[]
+  /** Times a client was answered 410 and copied again from the start. */
+  resyncs: number
   /** Live requests refused or failed: a status other than 200, JSON where a stream was asked, a network error, a silent stream. */
   refused: Failure[]
 }
@@ -69,7 +71,6 @@ const STREAM_IDLE_MS = 45_000
 // An EventSource reconnects after `retry` ms; this is the pause when the server names none.
 const RECONNECT_MS = 250
 const MAX_REFUSED = 50
-const PHASES: Phase[] = ['warmup', 'rest', 'rolling', 'crash']
 
 interface ChangesBody { data: Array<{ op: 'upsert', id: number, message: Message } | { op: 'delete', id: number }>, next: string, hasMore: boolean }
 interface Message { id: number, content: string, subject: string | null, priority: string, author: { id: number, name: string | null }, createdAt: string }
@@ -222,6 +223,8 @@ export function startLiveClients (options: LiveOptions): {
   let answers = 0
   let closing = false
   const empty = new Map<number, string>()
+  // Clients that were answered 410 and copied again from the start.
+  let resyncs = 0
 
   const refuse = (client: Client, what: string, outcome: string): void => {
     if (refused.length < MAX_REFUSED) refused.push({ phase: options.phase(), what: `${client.name} ${what}`, outcome })
@@ -265,10 +268,15 @@ export function startLiveClients (options: LiveOptions): {
           res.on('end', () => {
             const status = res.statusCode ?? 0
             refuse(client, 'stream', `${status} ${type} ${text.slice(0, 120)}`)
-            // 429 and 503 ask to come back later; anything else (400, 410, a JSON 200) an EventSource
-            // does not retry, and this client stops with its copy as it is.
+            // 429 and 503 ask to come back later; 410 to copy again from the start (as README says a
+            // client does); anything else (400, a JSON 200) an EventSource does not retry, and this
+            // client stops with its copy as it is.
             if (status === 429 || status === 503) retryMs = Math.max(RECONNECT_MS, 1000 * (Number(res.headers['retry-after']) || 1))
-            else client.fatal = `${status} ${type}`
+            else if (status === 410) {
+              client.copy = new Copy(empty)
+              lastEventId = undefined
+              resyncs++
+            } else client.fatal = `${status} ${type}`
             finish()
           })
           res.on('error', finish)
@@ -349,6 +357,12 @@ export function startLiveClients (options: LiveOptions): {
             continue
           }
           refuse(client, 'poll', `${response.statusCode} ${text.slice(0, 120)}`)
+          if (response.statusCode === 410) {
+            client.copy = new Copy(empty)
+            since = undefined
+            resyncs++
+            continue
+          }
           if (response.statusCode !== 429 && response.statusCode < 500) {
             client.fatal = String(response.statusCode)
             break
@@ -411,7 +425,7 @@ export function startLiveClients (options: LiveOptions): {
           ;(client.kind === 'sse' ? stats.sseDelays : stats.longPollDelays).push(Math.max(0, received - at))
         }
       }
-      return { sse: options.sse, longPolls: options.longPolls, answers, phases, equal: clients.length - mismatched.length, mismatched, lostExamples, refused }
+      return { sse: options.sse, longPolls: options.longPolls, answers, phases, equal: clients.length - mismatched.length, mismatched, lostExamples, resyncs, refused }
     },
     close
   }

@@ -1,11 +1,27 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Agent, request } from 'undici'
 
-export type Phase = 'warmup' | 'rest' | 'rolling' | 'crash'
+// The rolling-restart check's phases, then the failover check's (scripts/failover/main.ts).
+export const PHASES = ['warmup', 'rest', 'rolling', 'crash', 'before', 'gap', 'after'] as const
+export type Phase = typeof PHASES[number]
 
 export interface Sample { phase: Phase, kind: 'read' | 'post', ms: number }
 
 export interface Failure { phase: Phase, what: string, outcome: string }
+
+/**
+ * One answer the client got (each POST attempt is one): its status, or the network error's code;
+ * the phase current when it was sent; when it arrived (performance.now()) and how long it took.
+ */
+export interface Answer {
+  phase: Phase
+  kind: 'read' | 'post'
+  path: string
+  status: number | string
+  body: unknown
+  at: number
+  ms: number
+}
 
 export interface LoadOptions {
   /** The balancer's address. */
@@ -23,6 +39,8 @@ export interface LoadOptions {
   phase: () => Phase
   /** Told of each acknowledged creation as its 201 arrives (the live clients time their receipt from it). */
   onCreated?: (id: number, phase: Phase) => void
+  /** Told of every answer, each POST attempt included. */
+  onAnswer?: (answer: Answer) => void
 }
 
 export interface LoadResult {
@@ -99,9 +117,11 @@ export function startLoad (options: LoadOptions): { stop: () => Promise<LoadResu
     let outcome: string | undefined
     try {
       const response = await send('GET', what, {})
+      options.onAnswer?.({ phase, kind: 'read', path: what, status: response.status, body: response.body, at: performance.now(), ms: performance.now() - started })
       if (!check(response.status, response.body)) outcome = `${response.status} ${JSON.stringify(response.body).slice(0, 120)}`
     } catch (err) {
       outcome = (err as { code?: string }).code ?? (err as Error).message
+      options.onAnswer?.({ phase, kind: 'read', path: what, status: outcome, body: undefined, at: performance.now(), ms: performance.now() - started })
     }
     result.reads++
     result.samples.push({ phase, kind: 'read', ms: performance.now() - started })
@@ -119,8 +139,11 @@ export function startLoad (options: LoadOptions): { stop: () => Promise<LoadResu
     for (let attempt = 0; attempt <= MAX_RETRIES; attempt++) {
       if (attempt > 0) result.clientRetries++
       let pause = BACKOFF_MS[attempt] ?? 1000
+      const attemptPhase = options.phase()
+      const attemptStarted = performance.now()
       try {
         const response = await send('POST', '/v2/messages', headers, body)
+        options.onAnswer?.({ phase: attemptPhase, kind: 'post', path: key, status: response.status, body: response.body, at: performance.now(), ms: performance.now() - attemptStarted })
         if (response.status === 201) {
           const id = (response.body as { id?: unknown }).id
           if (typeof id !== 'number') { outcome = `201 without an id: ${JSON.stringify(response.body).slice(0, 120)}`; break }
@@ -137,6 +160,7 @@ export function startLoad (options: LoadOptions): { stop: () => Promise<LoadResu
         if (Number.isFinite(retryAfter) && retryAfter > 0) pause = Math.max(pause, retryAfter * 1000)
       } catch (err) {
         outcome = (err as { code?: string }).code ?? (err as Error).message
+        options.onAnswer?.({ phase: attemptPhase, kind: 'post', path: key, status: outcome, body: undefined, at: performance.now(), ms: performance.now() - attemptStarted })
       }
       if (attempt < MAX_RETRIES) await sleep(pause)
     }

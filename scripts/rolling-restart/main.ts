@@ -1,20 +1,17 @@
-import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import type { FastifyInstance } from 'fastify'
 import postgres from 'postgres'
-import { buildDevIdp, createTokenSigner, loadOrCreateKeys } from '../../src/dev-idp/app.js'
-import { freePort } from '../free-port.js'
 import { seedDatabase } from '../seed.js'
-import { Balancer, haproxyVersion } from './haproxy.js'
-import { Instance, type Exit } from './instance.js'
+import { haproxyVersion } from './haproxy.js'
+import type { Instance } from './instance.js'
 import { initialCopy, startLiveClients } from './live-clients.js'
 import { startLoad, type LoadResult, type Phase } from './load.js'
-import { renderReport, verdicts, type Restart, type Verification } from './report.js'
+import { renderReport, verdicts, type Restart } from './report.js'
+import { CheckError, ROOT, describeExit, killStarted, nodeVersion, positive, startStack, type Stack, type Started } from './stack.js'
+import { verify } from './verify.js'
 
 const USAGE = `Usage: scripts/check-rolling-restart.sh [options]   (or: node --import tsx scripts/rolling-restart/main.ts)
 
@@ -42,10 +39,8 @@ Environment: ADMIN_DATABASE_URL, a PostgreSQL server's maintenance database wher
 and drop its own (default postgres://postgres@127.0.0.1:5432/postgres).
 `
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const INSTANCES = 3
 const WORKERS = 16
-const AUDIENCE = 'backend-3-messages'
 const START_TIMEOUT_MS = 60_000
 // The instances' SHUTDOWN_GRACE_MS is the default 10 s; an orchestrator waits longer before SIGKILL.
 const STOP_TIMEOUT_MS = 15_000
@@ -59,25 +54,7 @@ const LIVE_SETTLE_MS = 30_000
 // Everything, seeding included, is over well within this; past it the check stops and fails.
 const WATCHDOG_MS = 6 * 60_000
 
-class CheckError extends Error {}
-
 const say = (line: string): boolean => process.stderr.write(`rolling-restart: ${line}\n`)
-
-function describeExit (exit: Exit | null): string {
-  if (exit === null) return 'still running'
-  return exit.signal !== null ? `killed by ${exit.signal}` : `exit ${String(exit.code)}`
-}
-
-function positive (name: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback
-  const n = Number(value)
-  if (!Number.isInteger(n) || n <= 0) throw new CheckError(`--${name} must be a positive integer`)
-  return n
-}
-
-function nodeVersion (node: string): string {
-  return execFileSync(node, ['--version'], { encoding: 'utf8' }).trim()
-}
 
 /** A database of the check's own on the server, dropped by the returned function. */
 async function ownDatabase (adminUrl: string): Promise<{ url: string, drop: () => Promise<void> }> {
@@ -97,38 +74,6 @@ async function ownDatabase (adminUrl: string): Promise<{ url: string, drop: () =
       await admin.unsafe(`drop database if exists "${name}" with (force)`)
       await admin.end()
     }
-  }
-}
-
-/**
- * Every acknowledged key once in `messages` with its id, and no message written after the seed
- * (id above `seededMaxId`) that does not carry a key the client sent.
- */
-async function verify (databaseUrl: string, seededMaxId: number, load: LoadResult): Promise<Verification> {
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
-  try {
-    // The client writes each key into its message as `rolling-restart <key>`; anything else is its own group.
-    const rows = await sql<Array<{ key: string, ids: number[] }>>`
-      SELECT CASE WHEN content LIKE 'rolling-restart %' THEN substr(content, length('rolling-restart ') + 1) ELSE '' END AS key,
-        array_agg(id::float8 ORDER BY id) AS ids
-      FROM messages WHERE id > ${seededMaxId} GROUP BY 1`
-    const found = new Map(rows.map((r) => [r.key, r.ids]))
-    const ackedWrong: string[] = []
-    let ackedExactlyOnce = 0
-    for (const [key, id] of load.acked) {
-      const ids = found.get(key) ?? []
-      if (ids.length === 1 && ids[0] === id) ackedExactlyOnce++
-      else ackedWrong.push(`${key}: acknowledged id ${id}, messages ${JSON.stringify(ids)}`)
-    }
-    const givenUp = new Set(load.givenUp.map((f) => /Idempotency-Key (\S+)\)/.exec(f.what)?.[1]))
-    return {
-      ackedExactlyOnce,
-      ackedWrong,
-      unknownMessages: rows.filter((r) => !load.sentKeys.has(r.key)).reduce((n, r) => n + r.ids.length, 0),
-      givenUpButWritten: rows.filter((r) => givenUp.has(r.key)).length
-    }
-  } finally {
-    await sql.end()
   }
 }
 
@@ -161,15 +106,14 @@ async function main (args: string[]): Promise<number> {
 
   const work = mkdtempSync(join(tmpdir(), 'rolling-restart-'))
   const instances: Instance[] = []
-  let balancer: Balancer | undefined
-  let idp: FastifyInstance | undefined
+  const started: Started = { instances }
   let database: { url: string, drop: () => Promise<void> } | undefined
   let load: { stop: () => Promise<LoadResult> } | undefined
   let live: ReturnType<typeof startLiveClients> | undefined
   let keep = values['keep-logs'] === true
   const watchdog = setTimeout(() => {
     say(`not finished after ${WATCHDOG_MS / 1000} s; stopping`)
-    for (const instance of instances) instance.kill()
+    killStarted(started)
     process.exit(1)
   }, WATCHDOG_MS)
   watchdog.unref()
@@ -179,39 +123,9 @@ async function main (args: string[]): Promise<number> {
     say(`seeding ${messages} messages`)
     await seedDatabase({ url: database.url, messages, users: 100, ifEmpty: false, quiet: true })
 
-    const idpPort = await freePort()
-    const issuer = `http://127.0.0.1:${idpPort}`
-    const keysDir = join(work, 'idp')
-    idp = await buildDevIdp({ issuer, audience: AUDIENCE, dataDir: keysDir })
-    await idp.listen({ host: '127.0.0.1', port: idpPort })
-    const sign = createTokenSigner(await loadOrCreateKeys(keysDir), { issuer, audience: AUDIENCE })
-    const tokens = await Promise.all(Array.from({ length: 8 }, async (_, i) => (await sign({ sub: `rolling-${i}`, role: 'User' })).accessToken))
-
-    // What compose.yaml gives each instance, on loopback; the one difference is a rate limit no
-    // single test client reaches (all of its requests come from one address).
-    const env: NodeJS.ProcessEnv = {
-      PATH: process.env.PATH,
-      NODE_ENV: 'production',
-      AUTH_ISSUER: issuer,
-      API_AUDIENCE: AUDIENCE,
-      DATABASE_URL: database.url,
-      TRUST_PROXY: '127.0.0.1',
-      RATE_LIMIT_MAX: '1000000'
-    }
-    for (let i = 1; i <= INSTANCES; i++) {
-      instances.push(new Instance({ name: `api-${i}`, node, script: join(ROOT, 'dist/src/server.js'), cwd: work, port: await freePort(), env, logFile: join(work, `api-${i}.log`) }))
-    }
     say(`starting ${INSTANCES} instances on ${nodeVersion(node)}`)
-    await Promise.all(instances.map(async (instance) => await instance.start(START_TIMEOUT_MS)))
-
-    const lbPort = await freePort()
-    balancer = new Balancer({ config, bind: `127.0.0.1:${lbPort}`, servers: instances.map((i) => i.base.replace('http://', '')), logFile: join(work, 'haproxy.log') })
-    const base = `http://127.0.0.1:${lbPort}`
-    for (let deadline = Date.now() + 10_000; ;) {
-      try { if ((await fetch(base + '/health/ready')).ok) break } catch {}
-      if (Date.now() > deadline) throw new CheckError('HAProxy did not answer within 10 s')
-      await sleep(100)
-    }
+    const stack: Stack = await startStack({ node, config, databaseUrl: database.url, instances: INSTANCES, work, startTimeoutMs: START_TIMEOUT_MS, tokens: 8, subject: 'rolling' }, started)
+    const { base, tokens, balancer } = stack
 
     const sql = postgres(database.url, { max: 1, onnotice: () => {} })
     const ids = (await sql<Array<{ id: number }>>`SELECT id::float8 AS id FROM messages ORDER BY random() LIMIT 5000`).map((r) => r.id)
@@ -233,7 +147,6 @@ async function main (args: string[]): Promise<number> {
 
     const restarts: Restart[] = []
     async function restart (instance: Instance, how: 'SIGTERM' | 'SIGKILL'): Promise<void> {
-      if (balancer === undefined) return
       const signalled = performance.now()
       const exit = await instance.stop(how, STOP_TIMEOUT_MS)
       const stoppedMs = performance.now() - signalled
@@ -292,11 +205,7 @@ async function main (args: string[]): Promise<number> {
     clearTimeout(watchdog)
     await load?.stop().catch(() => {})
     await live?.close().catch(() => {})
-    await Promise.all(instances.map(async (instance) => {
-      if ((await instance.stop('SIGTERM', STOP_TIMEOUT_MS)) === null) instance.kill()
-    }))
-    await balancer?.stop()
-    await idp?.close()
+    await started.stop?.(STOP_TIMEOUT_MS)
     await database?.drop().catch((err: Error) => say(`could not drop the check's database: ${err.message}`))
     if (!keep) rmSync(work, { recursive: true, force: true })
   }

@@ -18,6 +18,10 @@ export interface Verification {
   ackedExactlyOnce: number
   /** Acknowledged keys with no message, or more than one, or another id than acknowledged. */
   ackedWrong: string[]
+  /** Acknowledged keys with no message at all: lost writes. */
+  ackedMissing: number
+  /** Keys the client sent (acknowledged or not) with more than one message. */
+  keysMoreThanOnce: number
   /** Messages written after the seed whose key the client never sent (or that carry none). */
   unknownMessages: number
   /** Keys the client gave up on that were written all the same (allowed; told). */

