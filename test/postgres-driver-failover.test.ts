@@ -153,20 +153,21 @@ t.test('1. the primary is killed with queries in flight, then the standby is pro
   const inFlight = await Promise.all([sleeping, writing])
   const rejectedMs = Math.round(performance.now() - killed)
   t.match(inFlight, [{ code: 'CONNECTION_CLOSED' }, { code: 'CONNECTION_CLOSED' }], 'in-flight queries: CONNECTION_CLOSED')
-  t.ok(rejectedMs < 1_000, `at once (${rejectedMs} ms after the kill)`)
+  // Bounds far from what they tell apart (a 30 s sleep, a wait without end), so a busy machine passes too.
+  t.ok(rejectedMs < 10_000, `at once, not when the 30 s sleep ends (${rejectedMs} ms after the kill)`)
 
   const read = await settle(where(failover, sql))
   const refused = await settle(write(sql, 'before promotion'))
   t.match(read, { value: { server: 'b', recovery: true } }, 'the next read runs on the standby b, not yet promoted')
   t.match(refused, { code: '25006', message: /read-only transaction/ }, 'the next write fails with 25006')
-  t.ok(read.ms < 1_000 && refused.ms < 1_000, `both within ms (${read.ms}, ${refused.ms} ms)`)
+  t.ok(read.ms < 10_000 && refused.ms < 10_000, `neither waits (${read.ms}, ${refused.ms} ms)`)
 
   const promoting = performance.now()
   await failover.promote('b')
   const promoteMs = Math.round(performance.now() - promoting)
   const after = await settle(write(sql, 'after promotion'))
   t.match(after, { value: port(failover, 'b') }, 'after promote(b) writes reach b')
-  t.ok(after.ms < 1_000, `the first write after promotion takes ${after.ms} ms (promotion took ${promoteMs} ms)`)
+  t.ok(after.ms < 10_000, `the first write after promotion does not wait: ${after.ms} ms (promotion took ${promoteMs} ms)`)
   t.same(await bodies(failover, 'b'), ['acknowledged before the kill', 'after promotion'], 'the commit acknowledged by the synchronous primary survived; the in-flight insert did not')
 })
 
@@ -211,7 +212,7 @@ t.test('3. no host is writable', { skip }, async (t) => {
     const refused = await settle(write(sql, 'no primary'))
     t.match(read, { value: { server: 'b', recovery: true } }, 'a read runs on the standby b')
     t.match(refused, { code: '25006' }, 'a write fails with 25006')
-    t.ok(read.ms < 1_000 && refused.ms < 1_000, `no waiting (${read.ms}, ${refused.ms} ms)`)
+    t.ok(read.ms < 10_000 && refused.ms < 10_000, `no waiting (${read.ms}, ${refused.ms} ms)`)
   })
 
   await t.test('every host refuses: a query waits without a deadline, reconnecting in a loop', async (t) => {
@@ -228,7 +229,8 @@ t.test('3. no host is writable', { skip }, async (t) => {
     const { user, system } = process.cpuUsage(cpu)
     const attempts = connects()
     t.match(waiting, { pending: true }, `still pending after ${HANG_WINDOW_MS} ms, connect_timeout (3 s) notwithstanding`)
-    t.ok(attempts > 100, `${attempts} connect calls meanwhile, ${Math.round((user + system) / 1000)} ms of CPU`)
+    // More attempts than two rounds of the hosts: it goes on trying (some 3,000 in the window on an idle machine).
+    t.ok(attempts > 4, `${attempts} connect calls meanwhile, ${Math.round((user + system) / 1000)} ms of CPU`)
 
     failover.restart('b')
     t.match(await settle(read), { value: { server: 'b', recovery: true } }, 'it completes once a host accepts, here the standby b restarted')

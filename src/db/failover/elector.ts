@@ -112,6 +112,15 @@ export class PrimaryElector implements HistorySource {
    * with a 503 (never waits for one).
    */
   socket = async (): Promise<Socket> => {
+    try {
+      return await this.#connect()
+    } catch {
+      // Never thrown to the driver: it would keep the connection among those connecting (see refused).
+      return refused()
+    }
+  }
+
+  async #connect (): Promise<Socket> {
     const asked = Date.now()
     let elected = this.#elected !== undefined && asked - this.#electedAt < FRESH_MS ? this.#elected : await this.elect()
     // An election already running when the connection was asked for may have probed a server still
