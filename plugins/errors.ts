@@ -3,7 +3,7 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Socket } from 'node:net'
 import type { ConnectionError, FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { isWriteRefused } from '../src/db/read-router.js'
+import { isWriteRefused } from '../src/db/driver-errors.js'
 import {
   BodyTooLargeError, InvalidIdError, isExpectedUnavailable, isPublicError, LOAD_SHED_CODE, MalformedJsonError,
   PRIMARY_UNAVAILABLE_CODE, PrimaryUnavailableError, RouteNotFoundError, UnsupportedMediaTypeError

@@ -3,7 +3,8 @@ import { sql } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import { ConfigError, loadConfig } from '../src/config.js'
 import { createDb, createReplica, type Database } from '../src/db/client.js'
-import { createReadRouter, isUnreachable, primaryOnly } from '../src/db/read-router.js'
+import { isUnreachable } from '../src/db/driver-errors.js'
+import { createReadRouter, primaryOnly } from '../src/db/read-router.js'
 
 // The router on real databases: embedded PGlite instances stand for a primary and its replicas
 // (each tagged with its own name), and a postgres:// replica on a closed loopback port refuses

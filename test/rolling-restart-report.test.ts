@@ -2,9 +2,9 @@
 // here; these are its two judgements that need neither: what it reads from HAProxy's log, and that
 // every fault it exists to catch turns its verdict red.
 import t from 'tap'
-import { parseLogLine } from '../scripts/rolling-restart/haproxy.js'
-import type { LivePhase, LiveResult } from '../scripts/rolling-restart/live-clients.js'
-import type { LoadResult } from '../scripts/rolling-restart/load.js'
+import { parseLogLine } from '../scripts/deploy-checks/haproxy.js'
+import type { LivePhase, LiveResult } from '../scripts/deploy-checks/live-clients.js'
+import type { LoadResult } from '../scripts/deploy-checks/load.js'
 import { renderReport, verdicts, type Report } from '../scripts/rolling-restart/report.js'
 
 t.test('HAProxy log lines: retries, redispatches and server state changes', async (t) => {

@@ -1,6 +1,6 @@
-import type { LiveResult } from '../rolling-restart/live-clients.js'
-import type { Answer, LoadResult } from '../rolling-restart/load.js'
-import type { Verification } from '../rolling-restart/report.js'
+import type { LiveResult } from '../deploy-checks/live-clients.js'
+import type { Answer, LoadResult } from '../deploy-checks/load.js'
+import type { Verification } from '../deploy-checks/verify.js'
 
 export type FailoverPhase = 'before' | 'gap' | 'after'
 

@@ -2,12 +2,12 @@ import { relative } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import { seedDatabase } from '../seed.js'
-import type { Instance } from './instance.js'
-import type { Phase } from './load.js'
+import type { Instance } from '../deploy-checks/instance.js'
+import type { Phase } from '../deploy-checks/load.js'
 import { renderReport, verdicts, type Restart } from './report.js'
-import { checkArgs, exitWith, runCheck, startTraffic } from './run.js'
-import { CheckError, ROOT, describeExit, nodeVersion, startStack, type Stack } from './stack.js'
-import { verify } from './verify.js'
+import { checkArgs, exitWith, runCheck, startTraffic } from '../deploy-checks/run.js'
+import { CheckError, ROOT, describeExit, nodeVersion, startStack, type Stack } from '../deploy-checks/stack.js'
+import { verify } from '../deploy-checks/verify.js'
 
 const USAGE = `Usage: scripts/check-rolling-restart.sh [options]   (or: node --import tsx scripts/rolling-restart/main.ts)
 

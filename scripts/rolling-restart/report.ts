@@ -1,6 +1,7 @@
-import type { Retries } from './haproxy.js'
-import type { LiveResult } from './live-clients.js'
-import type { LoadResult, Phase, Sample } from './load.js'
+import type { Retries } from '../deploy-checks/haproxy.js'
+import type { LiveResult } from '../deploy-checks/live-clients.js'
+import type { LoadResult, Phase, Sample } from '../deploy-checks/load.js'
+import type { Verification } from '../deploy-checks/verify.js'
 
 export interface Restart {
   instance: string
@@ -11,21 +12,6 @@ export interface Restart {
   stoppedMs: number
   /** From the signal until HAProxy marked the new process up. */
   backMs: number
-}
-
-export interface Verification {
-  /** Acknowledged keys whose message exists exactly once, with the id the 201 named. */
-  ackedExactlyOnce: number
-  /** Acknowledged keys with no message, or more than one, or another id than acknowledged. */
-  ackedWrong: string[]
-  /** Acknowledged keys with no message at all: lost writes. */
-  ackedMissing: number
-  /** Keys the client sent (acknowledged or not) with more than one message. */
-  keysMoreThanOnce: number
-  /** Messages written after the seed whose key the client never sent (or that carry none). */
-  unknownMessages: number
-  /** Keys the client gave up on that were written all the same (allowed; told). */
-  givenUpButWritten: number
 }
 
 export interface Report {

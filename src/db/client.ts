@@ -9,6 +9,7 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
+import { isSessionEnded } from './driver-errors.js'
 import { PrimaryElector, type HistorySource } from './failover/elector.js'
 import { parseHosts } from './failover/hosts.js'
 import { PgliteThread } from './pglite-thread.js'
@@ -64,9 +65,6 @@ const MIGRATION_LOCK_KEY = 7_300_452_031
  */
 export const reconnectDelaySeconds = (retries: number): number => (0.5 + Math.random() / 2) * Math.min(3 ** retries / 100, 1)
 
-// SQLSTATE class 57P: the server ended the session (administrator command, crash, shutdown, startup).
-const SESSION_ENDED = /^57P0\d$/
-
 /**
  * postgres.js 3.4 keeps the FATAL error of a session that ended while a query was in flight, and
  * rejects the first query on that connection after it reconnects with it, although that query was
@@ -80,7 +78,7 @@ function retryStaleSessionErrors (client: postgres.Sql): postgres.Sql {
   type Query = ReturnType<postgres.Sql['unsafe']>
   const once = <T>(start: () => Query, finish: (query: Query) => Promise<T>): Promise<T> =>
     finish(start()).catch((err: unknown) => {
-      if (SESSION_ENDED.test(String((err as { code?: unknown }).code))) return finish(start())
+      if (isSessionEnded(err)) return finish(start())
       throw err
     })
   return new Proxy(client, {

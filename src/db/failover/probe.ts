@@ -1,6 +1,7 @@
 import postgres from 'postgres'
 import { PgDialect } from 'drizzle-orm/pg-core'
 import { sql } from 'drizzle-orm'
+import { isSessionEnded } from '../driver-errors.js'
 import { POSITION_SQL, TIMELINE_SQL, parseTimelineHistory } from './history.js'
 
 /** What a probe tells of one server. */
@@ -13,7 +14,6 @@ export interface ServerState {
 }
 
 const PROBE_TIMEOUT_MS = 2_000
-const SESSION_ENDED = /^57P0\d$/
 const probeText = new PgDialect().sqlToQuery(sql`SELECT pg_is_in_recovery() AS standby,
   (SELECT system_identifier::text FROM pg_control_system()) AS system,
   ${TIMELINE_SQL} AS timeline, ${POSITION_SQL}::text AS lsn`).sql
@@ -62,7 +62,7 @@ export class ServerProbe {
     } catch (err) {
       // postgres.js rejects the first query after a reconnect with the error that ended the previous
       // session (see src/db/client.ts): a server back from a restart answers the second.
-      if (!SESSION_ENDED.test(String((err as { code?: unknown }).code))) return undefined
+      if (!isSessionEnded(err)) return undefined
       return await once().catch(() => undefined)
     }
   }

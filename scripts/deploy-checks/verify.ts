@@ -1,6 +1,20 @@
 import postgres from 'postgres'
 import type { LoadResult } from './load.js'
-import type { Verification } from './report.js'
+
+export interface Verification {
+  /** Acknowledged keys whose message exists exactly once, with the id the 201 named. */
+  ackedExactlyOnce: number
+  /** Acknowledged keys with no message, or more than one, or another id than acknowledged. */
+  ackedWrong: string[]
+  /** Acknowledged keys with no message at all: lost writes. */
+  ackedMissing: number
+  /** Keys the client sent (acknowledged or not) with more than one message. */
+  keysMoreThanOnce: number
+  /** Messages written after the seed whose key the client never sent (or that carry none). */
+  unknownMessages: number
+  /** Keys the client gave up on that were written all the same (allowed; told). */
+  givenUpButWritten: number
+}
 
 /**
  * Every acknowledged key once in `messages` with its id, and no message written after the seed
