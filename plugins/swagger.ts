@@ -25,7 +25,8 @@ const DESCRIPTION = [
   'and paste it under **Authorize**. Every error body has the shape of the `ErrorBody` schema.',
   '',
   'Every operation may also answer 500; every one but the probes 429 (the per-caller rate limit, with',
-  '`Retry-After`) and 503 (shed under overload, with `Retry-After`), and sends the `X-RateLimit-*` headers.'
+  '`Retry-After`) and 503 (shed under overload, with `Retry-After`; for writes also while no writable database',
+  'primary answers during a failover), and sends the `X-RateLimit-*` headers.'
 ].join('\n')
 
 const SIGN_IN = 'devSignIn'

@@ -78,7 +78,9 @@ export interface DocumentOptions {
   alsoSignIn?: string | undefined
 }
 
-export function documentOperation (routeSchema: FastifySchema, route: { config?: unknown }, options: DocumentOptions = {}): FastifySchema {
+const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
+
+export function documentOperation (routeSchema: FastifySchema, route: { config?: unknown, method?: string | string[] }, options: DocumentOptions = {}): FastifySchema {
   const schema = routeSchema as RouteSchema
   if (schema.hide === true) return routeSchema
   const responses: Record<string, JsonSchema> = { ...schema.response }
@@ -90,7 +92,11 @@ export function documentOperation (routeSchema: FastifySchema, route: { config?:
   }
   if (limited) {
     responses['429'] ??= errorResponse('Too many requests from this caller this minute; retry after Retry-After seconds', RETRY_AFTER)
-    responses['503'] ??= errorResponse('Overloaded: the request was shed at once; retry after Retry-After seconds', RETRY_AFTER)
+    // A write is also refused while no writable database primary answers (CONTRACT 14).
+    const writes = [route.method ?? []].flat().some((method) => !READ_METHODS.has(method.toUpperCase()))
+    responses['503'] ??= writes
+      ? errorResponse('Overloaded (the request was shed at once), or no writable database primary during a failover; retry after Retry-After seconds', RETRY_AFTER)
+      : errorResponse('Overloaded: the request was shed at once; retry after Retry-After seconds', RETRY_AFTER)
   }
   responses['500'] ??= errorResponse('Internal server error')
   // Node's HTTP server refuses a malformed request or oversized headers before any route runs, on any

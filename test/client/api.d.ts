@@ -1264,7 +1264,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Overloaded: the request was shed at once; retry after Retry-After seconds */
+            /** @description Overloaded (the request was shed at once), or no writable database primary during a failover; retry after Retry-After seconds */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -1280,7 +1280,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "error": "Overloaded: the request was shed at once; retry after Retry-After seconds"
+                     *       "error": "Overloaded (the request was shed at once), or no writable database primary during a failover; retry after Retry-After seconds"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -2008,7 +2008,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Overloaded: the request was shed at once; retry after Retry-After seconds */
+            /** @description Overloaded (the request was shed at once), or no writable database primary during a failover; retry after Retry-After seconds */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2024,7 +2024,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "error": "Overloaded: the request was shed at once; retry after Retry-After seconds"
+                     *       "error": "Overloaded (the request was shed at once), or no writable database primary during a failover; retry after Retry-After seconds"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -3149,7 +3149,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Overloaded: the request was shed at once; retry after Retry-After seconds */
+            /** @description Overloaded (the request was shed at once), or no writable database primary during a failover; retry after Retry-After seconds */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -3165,7 +3165,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "error": "Overloaded: the request was shed at once; retry after Retry-After seconds"
+                     *       "error": "Overloaded (the request was shed at once), or no writable database primary during a failover; retry after Retry-After seconds"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
