@@ -169,9 +169,11 @@ t.test('a malformed token is 400 Invalid sync token, and changes nothing', async
   const malformed = [
     '', 'abc', 'not a token', `${good}x`, `${good}=`, good.slice(0, 12), listCursor, '%00', 'x'.repeat(5000),
     forge(raw.replace(/^2\./, '3.')), forge(raw.replace('.s.', '.x.')), forge(`${raw}.1`), forge(raw.replace(/\.\d+$/, '.-1')),
-    // Issued in the future; on timeline 0; at a WAL position past 2^64.
-    forge(raw.replace(/\.\d+(\.\d+\.\d+)$/, `.${Date.now() + 2 * 3_600_000}$1`)), forge(raw.replace(/\.\d+(\.\d+)$/, '.0$1')),
-    forge(raw.replace(/\.\d+$/, '.18446744073709551616')),
+    // Issued in the future; on timeline 0; at a WAL position past 2^64 (the token ends timeline.lsn.issued).
+    forge(raw.replace(/\.\d+$/, `.${Date.now() + 2 * 3_600_000}`)), forge(raw.replace(/\.\d+(\.\d+\.\d+)$/, '.0$1')),
+    forge(raw.replace(/\.\d+(\.\d+)$/, '.18446744073709551616$1')),
+    // Every digit appended to the token's text: a position it never issued.
+    ...Array.from({ length: 10 }, (_, digit) => forge(`${raw}${digit}`)),
     forge('1.c.1.18446744073709551616.0.1'), forge('1.c.1.5.9223372036854775808.1'), forge('1.s.1.5.9007199254740992.1')
   ]
   const before = await queryRows<{ n: number }>(app.db, sql`select count(*)::float8 as n from message_changes`)

@@ -33,7 +33,9 @@ const MAX_ID = 2n ** 63n - 1n
 const MAX_TIMELINE = 2 ** 32 - 1
 // Version 1 tokens, issued before tokens named their history, stand at an unknown position of
 // timeline 1: held on it, expired on any later one.
-const SHAPE = /^(?:1\.([sc])\.(\d{1,20})\.(\d{1,20})\.(\d{1,19})\.(\d{1,16})|2\.([sc])\.(\d{1,20})\.(\d{1,20})\.(\d{1,19})\.(\d{1,16})\.(\d{1,10})\.(\d{1,20}))$/
+// The issue time comes last in both: a digit appended to a token (base64url can decode one more
+// byte from one more character) makes it a time in the future, which is refused, not another position.
+const SHAPE = /^(?:1\.([sc])\.(\d{1,20})\.(\d{1,20})\.(\d{1,19})\.(\d{1,16})|2\.([sc])\.(\d{1,20})\.(\d{1,20})\.(\d{1,19})\.(\d{1,10})\.(\d{1,20})\.(\d{1,16}))$/
 const UNKNOWN_V1: HistoryPoint = { timeline: 1, lsn: MAX_XID8 }
 // Far above any real token (some 80 characters), so length alone never decides what is malformed.
 export const MAX_SYNC_TOKEN_LENGTH = 1024
@@ -43,7 +45,7 @@ export function encodeSyncToken (token: SyncToken): string {
   const fields = position.kind === 'snapshot'
     ? ['s', token.epoch, position.watermark, String(position.after)]
     : ['c', token.epoch, position.xid, String(position.id)]
-  return Buffer.from([VERSION, ...fields, String(token.issuedAt), String(token.read.timeline), token.read.lsn.toString()].join('.')).toString('base64url')
+  return Buffer.from([VERSION, ...fields, String(token.read.timeline), token.read.lsn.toString(), String(token.issuedAt)].join('.')).toString('base64url')
 }
 
 const within = (digits: string, max: bigint) => BigInt(digits) <= max
@@ -57,7 +59,9 @@ export function decodeSyncToken (text: string): SyncToken {
   const match = SHAPE.exec(raw)
   if (match === null) throw new InvalidSyncTokenError()
   const v1 = match[1] !== undefined
-  const [kind, epoch = '', xid = '', id = '', issued = '', timeline = '', lsn = ''] = v1 ? match.slice(1, 6) : match.slice(6, 13)
+  const [kind, epoch = '', xid = '', id = '', issued = '', timeline = '', lsn = ''] = v1
+    ? match.slice(1, 6)
+    : [...match.slice(6, 10), match[12], match[10], match[11]]
   if (!within(epoch, MAX_ID) || !within(xid, MAX_XID8) || !within(id, MAX_ID)) throw new InvalidSyncTokenError()
   if (!v1 && (Number(timeline) < 1 || Number(timeline) > MAX_TIMELINE || !within(lsn, MAX_XID8))) throw new InvalidSyncTokenError()
   const issuedAt = Number(issued)

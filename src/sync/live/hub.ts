@@ -86,11 +86,7 @@ export function createLiveHub (options: HubOptions) {
     if (waiters.length === 0) return
     // Read before the history followed changed, past where the new one branched off: ended now.
     if (!feed.holds(read)) {
-      for (const waiter of waiters) {
-        waiter.group?.waiters.delete(waiter)
-        waiter.group = undefined
-        waiter.expired()
-      }
+      for (const waiter of waiters) end(waiter)
       return
     }
     const key = positionKey(epoch, position, limit)
@@ -127,13 +123,16 @@ export function createLiveHub (options: HubOptions) {
     tidy(group)
   }
 
+  /** Ends a client whose position expired (410): out of its group, and told. */
+  function end (waiter: Waiter): void {
+    waiter.group?.waiters.delete(waiter)
+    waiter.group = undefined
+    waiter.expired()
+  }
+
   function expire (group: Group): void {
     if (groups.get(group.key) === group) groups.delete(group.key)
-    for (const waiter of [...group.waiters]) {
-      waiter.group = undefined
-      waiter.expired()
-    }
-    group.waiters.clear()
+    for (const waiter of [...group.waiters]) end(waiter)
     tidy(group)
   }
 
