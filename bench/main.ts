@@ -6,6 +6,7 @@ import { mkdirSync } from 'node:fs'
 import { createTokens, type Tokens } from './callers.js'
 import { messageCount, type DeferredWrites } from './checks.js'
 import { failureText, helpText, parseOptions, type BenchOptions } from './cli.js'
+import { bulkInsertCost, serverCpu } from './database-cpu.js'
 import { openOracle, prepareDatabase } from './database.js'
 import { runLive, wantsLive } from './live/section.js'
 import { RESULTS_DIR } from './locations.js'
@@ -24,9 +25,15 @@ async function run (options: BenchOptions, identity: Identity, tokens: Tokens, o
   const rows = (await buildRows(oracle, options.keys, tokens, servers.service, options.maxRequests))
     .map((row) => ({ ...row, targets: row.targets.filter((target) => servers[target] !== undefined) }))
   const deferred: DeferredWrites[] = []
-  const settings: RunSettings = { duration: options.duration, connections: options.connections, maxRequests: options.maxRequests, oracle, deferred }
+  const databaseCpu = await serverCpu(oracle)
+  const settings: RunSettings = { duration: options.duration, connections: options.connections, maxRequests: options.maxRequests, oracle, deferred, databaseCpu }
   await warmUp(servers)
   const { reports, sync } = await runRows(rows, servers, settings, tokens, options.keys.has('sync'))
+  // The write rows' reference, measured in the same run: what a created message costs in one large statement.
+  // The write profile (bench/write-profile/) turns it off: its statistics must hold the row's statements alone.
+  const bulkInsert = databaseCpu !== undefined && process.env.BENCH_INSERT_REFERENCE !== 'off' && reports.some((row) => row.results.service?.databaseUsPerWrite !== undefined)
+    ? await bulkInsertCost(oracle, databaseCpu)
+    : undefined
   // Live delivery last: its rows write, and hold thousands of connections the rows before must not share.
   const live = wantsLive(options.keys)
     ? await runLive({ keys: options.keys, service: servers.service, oracle, tokens, server: { ...options, identity }, seconds: options.duration, connections: options.connections })
@@ -46,7 +53,8 @@ async function run (options: BenchOptions, identity: Identity, tokens: Tokens, o
     rssLimitMb: options.embedded ? undefined : RSS_LIMIT_MB,
     rows: reports,
     sync,
-    live
+    live,
+    bulkInsert
   }
   // The embedded run has results of its own: it is a different database, not a later run of the same one.
   writeResults(report, options.outName)

@@ -2,6 +2,7 @@
 import { runCannon, type CannonRequest, type CannonResult } from './cannon.js'
 import { checkPage, checkPeerPage, lostWrites, messageCount, pageProblem, sampled, VERIFY_EVERY, withAcknowledged, type DeferredWrites } from './checks.js'
 import { BenchError } from './errors.js'
+import type { ServerCpu } from './database-cpu.js'
 import type { Oracle } from './oracle.js'
 import { probeHealth, sampleRss } from './probes.js'
 import { int, type Measurement } from './report.js'
@@ -9,6 +10,7 @@ import type { PeerRow, Row, Sequence } from './rows/row.js'
 import { logTail } from './server-logs.js'
 import { running, type Child } from './servers.js'
 import type { WriterResult } from './writer.js'
+import { groupTotals, summarize } from './write-groups.js'
 
 export interface RunSettings {
   duration: number
@@ -16,6 +18,8 @@ export interface RunSettings {
   maxRequests: number
   oracle: Oracle
   deferred: DeferredWrites[]
+  /** The database server's CPU clock, when it runs on this machine (bench/database-cpu.ts). */
+  databaseCpu?: ServerCpu
 }
 
 // Answers of a cold row checked against the oracle after the row: each is a query of its own there.
@@ -136,7 +140,11 @@ export async function measure (row: Row, child: Child, settings: RunSettings): P
   const countsWrites = row.countsWrites === true && child.name !== 'ceiling'
   const countBefore = countsWrites ? await messageCount(oracle, child.base) : 0
   const acknowledged: number[] = []
+  const groupsBefore = countsWrites && child.name === 'service' ? await groupTotals(child.base) : undefined
+  const cpuBefore = countsWrites ? settings.databaseCpu?.() : undefined
   const load = await runLoad(row, child, peer, settings, countsWrites ? acknowledged : undefined)
+  const databaseCpu = cpuBefore === undefined ? undefined : settings.databaseCpu!() - cpuBefore
+  const groups = groupsBefore === undefined ? undefined : summarize(groupsBefore, await groupTotals(child.base))
   if (load.written !== undefined) problems.push(...writerProblems(row, child, load.written))
   if (!running(child)) throw new BenchError(`the ${child.name} server exited during "${row.name}" (${child.log}):\n${logTail(child.log)}`)
   problems.push(...load.bodyProblems)
@@ -144,8 +152,10 @@ export async function measure (row: Row, child: Child, settings: RunSettings): P
   if (row.sequence !== undefined) problems.push(...await sequenceProblems(row.sequence, load.samples, load.result.requests.total))
   const after = await checkRowPage(row, child, peer)
   if (after !== undefined) problems.push(`after the run, ${after}`)
+  let databaseUsPerWrite: number | undefined
   if (countsWrites) {
     const added = await messageCount(oracle, child.base) - countBefore
+    if (databaseCpu !== undefined && added > 0) databaseUsPerWrite = databaseCpu / added * 1e6
     if (oracle.live) problems.push(...await lostWrites(oracle, acknowledged, added, settings.connections))
     else settings.deferred.push({ row: `${row.name} (${child.name})`, acknowledged, added, connections: settings.connections })
   }
@@ -155,5 +165,5 @@ export async function measure (row: Row, child: Child, settings: RunSettings): P
   // A cold row that runs out of its sequence ends early, inside a second: autocannon's average of whole
   // seconds would round its rate, so it is the requests over the time they took.
   const rps = row.sequence !== undefined && result.duration > 0 ? result.requests.total / result.duration : result.requests.average
-  return { requests: result.requests.total, rps, p50: result.latency.p50, p99: result.latency.p99, non2xx: counted.non2xx, errors: result.errors + result.timeouts, peakRssMb: load.peakRssMb, health: load.health, problems }
+  return { requests: result.requests.total, rps, p50: result.latency.p50, p99: result.latency.p99, non2xx: counted.non2xx, errors: result.errors + result.timeouts, peakRssMb: load.peakRssMb, health: load.health, databaseUsPerWrite, groups, problems }
 }

@@ -1,4 +1,6 @@
 /** Renders benchmark results: the terminal/Markdown table and the SVG chart. Pure functions, no I/O. */
+import type { BulkInsertCost } from './database-cpu.js'
+import type { GroupSummary } from './write-groups.js'
 import { liveLines, liveProblems, type LiveReport } from './live/report.js'
 
 export type Target = 'service' | 'baseline' | 'ceiling' | 'platformatic'
@@ -17,6 +19,10 @@ export interface Measurement {
   peakRssMb: number
   /** GET /health probed one at a time during the row: latencies in ms, and probes not answered 200. */
   health?: { count: number, failed: number, p99: number, max: number }
+  /** Write rows: the database server's CPU per message the row added, µs (server on this machine only). */
+  databaseUsPerWrite?: number
+  /** Write rows on the service: how its creates were grouped into statements (bench/write-groups.ts). */
+  groups?: GroupSummary
   problems: string[]
 }
 
@@ -94,6 +100,8 @@ export interface BenchReport {
   sync?: SyncReport
   /** The live delivery section (bench/live/). */
   live?: LiveReport
+  /** The database's CPU per row of a large INSERT ... SELECT, the reference for the write rows' databaseUsPerWrite. */
+  bulkInsert?: BulkInsertCost
 }
 
 export const failed = (m: Measurement | undefined): boolean => m !== undefined && m.problems.length > 0
@@ -168,6 +176,7 @@ export function renderMarkdown (report: BenchReport): string {
         `${ref === undefined ? '—' : int(ref.rps)} | ${ratio(m, ref)} | ≥ ${row.reference!.target}× | ${value === undefined ? '—' : failed(m) ? 'no (the row failed)' : value >= row.reference!.target ? 'yes' : 'no'} |`)
     }
   }
+  lines.push(...writeCostLines(report))
   const probed = report.rows.flatMap((row) => row.results.service?.health === undefined ? [] : [row.results.service.health])
   if (probed.length > 0) {
     const worst = Math.max(...probed.map((h) => h.p99))
@@ -183,6 +192,24 @@ export function renderMarkdown (report: BenchReport): string {
   failures.push(...(report.live === undefined ? [] : liveProblems(report.live)).map((p) => `- Live: ${p}`))
   if (failures.length > 0) lines.push('', 'Failures:', '', ...failures)
   return lines.join('\n') + '\n'
+}
+
+/** The database server's CPU per created message in each write row, against its cost per row in one large insert. */
+function writeCostLines (report: BenchReport): string[] {
+  const bulk = report.bulkInsert
+  const measured = report.rows.flatMap((row) => TARGETS.flatMap((t) => {
+    const us = row.results[t]?.databaseUsPerWrite
+    return us === undefined ? [] : [{ row: row.name, target: t, us, groups: row.results[t]?.groups }]
+  }))
+  if (measured.length === 0) return []
+  const lines = ['', 'PostgreSQL CPU per created message (the server\'s whole process tree, from /proc), against one ' +
+    `${bulk === undefined ? 'large insert (not measured)' : `${int(bulk.rows)}-row INSERT … SELECT on the same table: ${bulk.usPerRow.toFixed(1)} µs per row (median of ${bulk.repeats}: ${bulk.each.map((us) => us.toFixed(1)).join(', ')})`}:`,
+  '', '| Row | Server | µs per created message | ÷ INSERT … SELECT per row | Groups | Creates per group | Oldest create\'s wait, ms | Statement, ms |', '|---|---|---:|---:|---:|---:|---:|---:|']
+  for (const m of measured) {
+    const g = m.groups === undefined ? ['—', '—', '—', '—'] : [int(m.groups.groups), m.groups.meanSize.toFixed(1), ms(m.groups.meanWaitMs), ms(m.groups.meanStatementMs)]
+    lines.push(`| ${m.row} | ${m.target} | ${m.us.toFixed(1)} | ${bulk === undefined ? '—' : `${(m.us / bulk.usPerRow).toFixed(2)}×`} | ${g.join(' | ')} |`)
+  }
+  return lines
 }
 
 const duration = (seconds: number): string => seconds >= 1 ? `${seconds.toFixed(2)} s` : `${ms(seconds * 1000)} ms`

@@ -8,6 +8,7 @@ import { UnauthorizedError } from '../src/errors.js'
 import { heavyReadCounts } from '../src/db/heavy-reads.js'
 import { deepPageReads, type DeepPageRead } from '../src/pages/deep-page-reads.js'
 import { liveDeliveries } from '../src/sync/live/deliveries.js'
+import { writeGroups, type WriteGroup } from '../src/messages/write-groups.js'
 
 export interface MetricsPluginOptions {
   /** Bearer token the scrape must present; undefined leaves /metrics open. */
@@ -106,6 +107,20 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
   const onLiveDelivery = (delay: unknown): void => { liveDelay.observe(delay as number) }
   liveDeliveries.subscribe(onLiveDelivery)
   app.addHook('onClose', async () => { liveDeliveries.unsubscribe(onLiveDelivery) })
+
+  // Creates are written in groups (src/messages/writer.ts): how many per statement, how long the
+  // oldest waited for the statement, and how long the statement took, commit included.
+  const groupSize = new Histogram({ name: 'message_write_group_size', help: 'Creates written by one grouped INSERT', buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512], registers: [register] })
+  const groupWait = new Histogram({ name: 'message_write_group_wait_seconds', help: 'How long the oldest create of a group waited in the queue before its statement was sent', buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25], registers: [register] })
+  const groupStatement = new Histogram({ name: 'message_write_group_statement_seconds', help: 'From sending a grouped INSERT to its answer, commit included', buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: [register] })
+  const onWriteGroup = (message: unknown): void => {
+    const group = message as WriteGroup
+    groupSize.observe(group.size)
+    groupWait.observe(group.waitSeconds)
+    groupStatement.observe(group.statementSeconds)
+  }
+  writeGroups.subscribe(onWriteGroup)
+  app.addHook('onClose', async () => { writeGroups.unsubscribe(onWriteGroup) })
 
   // Reads that walk many rows, bounded per database handle (src/db/heavy-reads.ts): how many run,
   // and how many wait for one of them to end.

@@ -4,6 +4,7 @@ import { statement } from '../db/statement.js'
 import { isoTimestamp } from '../pages/spec.js'
 import { MESSAGE_COLUMNS, MESSAGES_PATH, messageJsonSql, toMessage, type MessageRow } from './row.js'
 import type { IdempotentWrite, KeyedOutcome } from '../idempotency/write.js'
+import { groupWritten } from './write-groups.js'
 import type { Message, NewMessage } from '../schemas/messages.js'
 
 // Concurrent creates are written together: while a few inserts are in flight, new ones queue and
@@ -18,6 +19,8 @@ interface Pending {
   subject: string | null
   priority: string
   idempotency: IdempotentWrite | null
+  /** performance.now() when it was queued. */
+  queuedAt: number
   resolve: (result: Message | KeyedOutcome) => void
   reject: (err: unknown) => void
 }
@@ -133,7 +136,9 @@ export function createMessageWriter (db: Database, options: MessageWriterOptions
       const group = queue.slice(0, MAX_GROUP)
       queue = queue.slice(group.length)
       inFlight++
+      const sentAt = performance.now()
       write(group)
+        .then(() => { groupWritten(group.length, group[0]!.queuedAt, sentAt) })
         .catch(async (err: unknown) => {
           // One failing row must not fail its neighbours: retry each alone, each with its own outcome.
           if (group.length === 1) return group[0]!.reject(err)
@@ -148,7 +153,7 @@ export function createMessageWriter (db: Database, options: MessageWriterOptions
 
   function enqueue (subjectId: string, input: NewMessage, idempotency: IdempotentWrite | null): Promise<Message | KeyedOutcome> {
     return new Promise((resolve, reject) => {
-      queue.push({ subjectId, content: input.content, subject: input.subject ?? null, priority: input.priority ?? 'normal', idempotency, resolve, reject })
+      queue.push({ subjectId, content: input.content, subject: input.subject ?? null, priority: input.priority ?? 'normal', idempotency, queuedAt: performance.now(), resolve, reject })
       flush()
     })
   }
