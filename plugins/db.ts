@@ -8,6 +8,7 @@ import { createReadRouter, type ReadRouter } from '../src/db/read-router.js'
 import { createIdempotencyRepository, type IdempotencyRepository } from '../src/idempotency/repository.js'
 import { createMessageChangesRepository, type MessageChangesRepository } from '../src/sync/changes.js'
 import { createMessagesRepository, type MessagesRepository } from '../src/messages/repository.js'
+import { mergePendingLists, MERGE_PENDING_LISTS_EVERY_MS } from '../src/search/pending-lists.js'
 import { createMoviesRepository, type MoviesRepository } from '../src/movies/repository.js'
 import { createUsersRepository, type UsersRepository } from '../src/users/repository.js'
 
@@ -67,6 +68,8 @@ export default fp<DbPluginOptions>(async function db (app, opts) {
   // The counters' writer slots are folded together now and then; exactness never depends on it, only
   // the length of the sums readers add up.
   every(COMPACT_EVERY_MS, async () => handle.db.execute(sql`select pagination_compact()`), 'counter compaction failed')
+  // New messages wait in the search indexes' pending lists; merged here, no create pays for a merge.
+  every(MERGE_PENDING_LISTS_EVERY_MS, async () => mergePendingLists(handle.db), 'search index pending-list merge failed')
 
   app.decorate('db', handle.db)
   app.decorate('databaseHistory', handle.history)

@@ -110,6 +110,12 @@ t.test('GET /metrics: token, route patterns, counters and pool gauges; not in Op
   t.match(scrape.text, /db_connections\{state="active"\} \d+/)
   t.match(scrape.text, /db_heavy_reads\{state="running"\} 0\n/, 'no heavy read running once the requests are answered')
   t.match(scrape.text, /db_heavy_reads\{state="waiting"\} 0\n/)
+  // The one create went as groups of one: a first statement found no local user yet, and once the
+  // caller was provisioned, a second one wrote the message.
+  t.match(scrape.text, /message_write_group_size_bucket\{le="1"\} 2\n/)
+  t.match(scrape.text, /message_write_group_size_sum 2\nmessage_write_group_size_count 2\n/)
+  t.match(scrape.text, /message_write_group_wait_seconds_count 2\n/)
+  t.match(scrape.text, /message_write_group_statement_seconds_count 2\n/)
   t.notOk(Object.hasOwn((app.swagger() as { paths: Record<string, unknown> }).paths, '/metrics'), 'hidden from the OpenAPI document')
 })
 
