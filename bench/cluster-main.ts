@@ -1,12 +1,13 @@
 /** `npm run bench:cluster`: start or stop the benchmark's own PostgreSQL server (bench/cluster.ts). */
 import { parseArgs } from 'node:util'
-import { SETTINGS, defaultDir, startCluster, stopCluster, type SettingsName } from './cluster.js'
+import { DEFAULT_DIR, SETTINGS, startCluster, stopCluster, type SettingsName } from './cluster.js'
 
 const USAGE = `Usage: npm run bench:cluster -- start|stop [--settings debian|recommended] [--port <n>] [--dir <path>] [--profile]
 
 Starts (initdb first when the directory is new) or stops a PostgreSQL server on 127.0.0.1 for the benchmark,
 with Debian's default settings or with the settings the README recommends. The data directory is kept between
-runs (default: <tmp>/messages-api-bench-pg-<settings>); each start rewrites the settings. --profile also loads
+runs (default: <tmp>/messages-api-bench-pg), and each start rewrites the settings, so the same databases can be
+measured under both. --profile also loads
 pg_stat_statements (track = all) and times functions and I/O. Prints the server's URL; then, for example:
 
   DATABASE_URL=postgres://postgres@127.0.0.1:5441/size10000000 npm run bench -- --messages 10000000 ...
@@ -29,7 +30,7 @@ async function main (): Promise<number> {
     process.stdout.write(USAGE)
     return values.help === true ? 0 : 1
   }
-  const dir = values.dir ?? defaultDir(settings)
+  const dir = values.dir ?? DEFAULT_DIR
   if (command === 'stop') {
     stopCluster(dir)
     return 0

@@ -55,7 +55,8 @@ export interface ClusterOptions {
   profile: boolean
 }
 
-export const defaultDir = (settings: SettingsName) => join(tmpdir(), `messages-api-bench-pg-${settings}`)
+/** One directory for both profiles: the same databases are measured under each. */
+export const DEFAULT_DIR = join(tmpdir(), 'messages-api-bench-pg')
 
 const conf = (values: Record<string, string>) =>
   Object.entries(values).map(([name, value]) => `${name} = '${value}'`).join('\n') + '\n'

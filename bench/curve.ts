@@ -42,6 +42,12 @@ export function renderCurveMarkdown (runs: BenchReport[]): string {
     const verdict = growth === undefined ? '—' : `${growth.toFixed(2)}×${COLD.has(key) ? (growth <= COLD_GROWTH_LIMIT ? ' (≤ 2×: yes)' : ' (≤ 2×: no)') : ''}`
     lines.push(`| ${nameOf(reports, key)} | ${values.map((v) => v === undefined ? 'failed' : v < 10 ? v.toFixed(1) : int(v)).join(' | ')} | ${verdict} |`)
   }
+  // The write row's cost in the database, where the server ran on the benchmark's machine (bench/database-cpu.ts).
+  const postUs = reports.map((r) => r.rows.find((row) => row.key === 'post')?.results.service?.databaseUsPerWrite)
+  if (postUs.some((us) => us !== undefined)) {
+    const cell = (us: number | undefined, bulk: number | undefined) => us === undefined ? '—' : `${us.toFixed(0)} µs${bulk === undefined ? '' : ` (${(us / bulk).toFixed(2)}× INSERT … SELECT's ${bulk.toFixed(0)} µs a row)`}`
+    lines.push(`| PostgreSQL CPU per created message (POST row) | ${reports.map((r, i) => cell(postUs[i], r.bulkInsert?.usPerRow)).join(' | ')} | |`)
+  }
   lines.push(`| Seed (messages, time) | ${reports.map((r) => r.seed === undefined ? '—' : `${int(r.seed.messages)} in ${r.seed.seconds.toFixed(0)} s`).join(' | ')} | |`)
   lines.push(`| Database on disk | ${reports.map((r) => r.databaseBytes === undefined ? '—' : mb(r.databaseBytes)).join(' | ')} | |`)
   lines.push(`| Service peak RSS (any row) | ${reports.map((r) => `${int(Math.max(...r.rows.map((row) => row.results.service?.peakRssMb ?? 0)))} MB`).join(' | ')} | |`)

@@ -2,7 +2,7 @@
 import { runCannon, type CannonRequest, type CannonResult } from './cannon.js'
 import { checkPage, checkPeerPage, lostWrites, messageCount, pageProblem, sampled, VERIFY_EVERY, withAcknowledged, type DeferredWrites } from './checks.js'
 import { BenchError } from './errors.js'
-import type { ServerCpu } from './database-cpu.js'
+import { mergeSearchIndexes, type ServerCpu } from './database-cpu.js'
 import type { Oracle } from './oracle.js'
 import { probeHealth, sampleRss } from './probes.js'
 import { int, type Measurement } from './report.js'
@@ -141,9 +141,13 @@ export async function measure (row: Row, child: Child, settings: RunSettings): P
   const countBefore = countsWrites ? await messageCount(oracle, child.base) : 0
   const acknowledged: number[] = []
   const groupsBefore = countsWrites && child.name === 'service' ? await groupTotals(child.base) : undefined
-  const cpuBefore = countsWrites ? settings.databaseCpu?.() : undefined
+  // What the database spends on the row's writes, the merge of the search indexes' lists they fill included.
+  const cpu = countsWrites && oracle.live ? settings.databaseCpu : undefined
+  if (cpu !== undefined) await mergeSearchIndexes(oracle)
+  const cpuBefore = cpu?.()
   const load = await runLoad(row, child, peer, settings, countsWrites ? acknowledged : undefined)
-  const databaseCpu = cpuBefore === undefined ? undefined : settings.databaseCpu!() - cpuBefore
+  if (cpu !== undefined) await mergeSearchIndexes(oracle)
+  const databaseCpu = cpuBefore === undefined ? undefined : cpu!() - cpuBefore
   const groups = groupsBefore === undefined ? undefined : summarize(groupsBefore, await groupTotals(child.base))
   if (load.written !== undefined) problems.push(...writerProblems(row, child, load.written))
   if (!running(child)) throw new BenchError(`the ${child.name} server exited during "${row.name}" (${child.log}):\n${logTail(child.log)}`)

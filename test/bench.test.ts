@@ -220,6 +220,23 @@ t.test('a list or search path as the plain query that answers it', async (t) => 
   t.throws(() => pageQuery('/v2/messages?sort=nope'), /no sort nope/)
 })
 
+t.test('the write rows: the database\'s CPU per created message against one large insert, and the groups', async (t) => {
+  const post = { ...measurement(2000), databaseUsPerWrite: 400, groups: { groups: 1400, meanSize: 11.6, meanWaitMs: 3.5, meanStatementMs: 11 } }
+  const withCost: BenchReport = {
+    ...report,
+    rows: [{ key: 'post', name: 'POST /v2/messages', results: { service: post, baseline: { ...measurement(1000), databaseUsPerWrite: 150 } } }],
+    bulkInsert: { rows: 2000, repeats: 5, usPerRow: 80, each: [95, 80, 75, 80, 85] }
+  }
+  const markdown = renderMarkdown(withCost)
+  t.match(markdown, '2,000-row INSERT … SELECT on the same table: 80.0 µs per row (median of 5: 95.0, 80.0, 75.0, 80.0, 85.0)')
+  t.match(markdown, '| POST /v2/messages | service | 400.0 | 5.00× | 1,400 | 11.6 | 3.50 | 11.0 |')
+  t.match(markdown, '| POST /v2/messages | baseline | 150.0 | 1.88× | — | — | — | — |', 'the baseline has no groups')
+  t.match(renderMarkdown({ ...withCost, bulkInsert: undefined }), 'against one large insert (not measured)')
+  t.notMatch(renderMarkdown(report), 'PostgreSQL CPU per created message', 'no section without a measured write row')
+  const curve = renderCurveMarkdown([{ ...withCost, size: 100_000 }, { ...withCost, size: 1_000_000, bulkInsert: undefined }])
+  t.match(curve, '| PostgreSQL CPU per created message (POST row) | 400 µs (5.00× INSERT … SELECT\'s 80 µs a row) | 400 µs | |')
+})
+
 t.test('the size curve: each row at each size, how much costlier on the largest table, and the chart', async (t) => {
   const run = (size: number, idRps: number, subjectRps: number, extra: Partial<BenchReport> = {}): BenchReport => ({
     ...report,
