@@ -9,6 +9,9 @@ import { build } from './helpers/build.js'
 import { createAuthor, createMessages, queryRows } from './helpers/fixtures.js'
 import { cursorKinds, pageBody, pagination } from './helpers/pagination.js'
 
+// The search indexes' storage parameters (drizzle/0014): new messages wait in pending lists of up to 32 MB.
+const PENDING_LISTS = " WITH (fastupdate='on', gin_pending_list_limit='32768')"
+
 const MISSING_Q = { status: 400, body: { error: 'Missing required query parameter: q' } }
 
 interface Reply { status: number, body: any }
@@ -156,9 +159,9 @@ t.test('GET /v2/messages/search', async (t) => {
     const rows = await queryRows<{ indexname: string, indexdef: string }>(app.db,
       sql`select indexname, indexdef from pg_indexes where tablename = 'messages' and indexname like '%trgm%' order by indexname`)
     t.same(rows, [
-      { indexname: 'messages_content_words_trgm_idx', indexdef: "CREATE INDEX messages_content_words_trgm_idx ON public.messages USING gin (replace(lower(content), ' '::text, '0'::text) gin_trgm_ops)" },
-      { indexname: 'messages_subject_trgm_idx', indexdef: 'CREATE INDEX messages_subject_trgm_idx ON public.messages USING gin (subject gin_trgm_ops)' }
-    ], 'GIN gin_trgm_ops indexes on content (its words joined) and subject')
+      { indexname: 'messages_content_words_trgm_idx', indexdef: "CREATE INDEX messages_content_words_trgm_idx ON public.messages USING gin (replace(lower(content), ' '::text, '0'::text) gin_trgm_ops)" + PENDING_LISTS },
+      { indexname: 'messages_subject_trgm_idx', indexdef: 'CREATE INDEX messages_subject_trgm_idx ON public.messages USING gin (subject gin_trgm_ops)' + PENDING_LISTS }
+    ], 'GIN gin_trgm_ops indexes on content (its words joined) and subject, with 32 MB pending lists (drizzle/0014)')
 
     // A transaction pins one connection (of the pool on PostgreSQL), so `set local` applies to the
     // EXPLAIN that follows; with sequential scans priced out, the planner shows whether the index can
@@ -177,7 +180,7 @@ t.test('GET /v2/messages/search', async (t) => {
   t.test('the word joins index serves a phrase, and the index alone picks its candidates', async (t) => {
     const rows = await queryRows<{ indexdef: string }>(app.db,
       sql`select indexdef from pg_indexes where tablename = 'messages' and indexname = 'messages_content_joins_idx'`)
-    t.same(rows, [{ indexdef: 'CREATE INDEX messages_content_joins_idx ON public.messages USING gin (message_word_joins(content))' }], 'a GIN index over the word joins of content')
+    t.same(rows, [{ indexdef: 'CREATE INDEX messages_content_joins_idx ON public.messages USING gin (message_word_joins(content))' + PENDING_LISTS }], 'a GIN index over the word joins of content')
     const plan = await app.db.transaction(async (tx) => {
       await tx.execute(sql`set local enable_seqscan = off`)
       const term = 'deploy report'
