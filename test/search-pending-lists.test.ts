@@ -4,8 +4,10 @@ import { sql } from 'drizzle-orm'
 import postgres from 'postgres'
 import t from 'tap'
 import { mergePendingLists } from '../src/search/pending-lists.js'
-import { build } from './helpers/build.js'
+import { buildApp } from '../src/app.js'
+import { build, testConfig } from './helpers/build.js'
 import { createAuthor, queryRows } from './helpers/fixtures.js'
+import { pgClusterUnavailable, postgresDatabase } from './helpers/pg-cluster.js'
 
 const GIN_INDEXES = ['messages_content_joins_idx', 'messages_content_words_trgm_idx', 'messages_subject_trgm_idx']
 
@@ -36,10 +38,12 @@ t.test('the search indexes take 32 MB pending lists, merged on request, and sear
   t.equal(await found(), 401, 'found after the merge, with the message added since')
 })
 
-t.test('one merge at a time across instances: the other returns at once', { skip: process.env.TEST_DATABASE_URL === undefined ? 'needs a second connection to a PostgreSQL server (TEST_DATABASE_URL)' : false }, async (t) => {
-  const app = await build(t, { testAuth: true })
-  const url = (app.db as unknown as { $client: { options: { host: string[], port: number[], database: string } } }).$client.options
-  const other = postgres({ host: url.host[0], port: url.port[0], database: url.database, username: 'postgres', max: 1, onnotice: () => {} })
+// A second connection to the same database: on PGlite suites a throwaway PostgreSQL server (postgresDatabase).
+t.test('one merge at a time across instances: the other returns at once', { skip: process.env.TEST_DATABASE_URL !== undefined ? false : pgClusterUnavailable() ?? false }, async (t) => {
+  const databaseUrl = await postgresDatabase(t)
+  const app = await buildApp(testConfig({ databaseUrl }), { logger: false, testAuth: true })
+  t.teardown(() => app.close())
+  const other = postgres(databaseUrl, { max: 1, onnotice: () => {} })
   t.teardown(async () => { await other.end() })
   const author = await createAuthor(app, 'bob')
   await app.db.execute(sql`insert into messages (content, author_id) select 'pending ' || g, ${author.id} from generate_series(1, 50) g`)
