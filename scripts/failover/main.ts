@@ -123,11 +123,10 @@ async function main (argv: string[]): Promise<number> {
     const killed = performance.now()
     phase = 'gap'
     // What b has replayed of what it received: all that it will have once promoted.
-    for (let deadline = Date.now() + 10_000; ;) {
-      const [caughtUp] = await cluster.query<{ done: boolean }>('b', 'select pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn() as done')
-      if (caughtUp?.done === true) break
-      if (Date.now() > deadline) throw new CheckError('standby b did not replay what it received within 10 s')
-      await sleep(20)
+    try {
+      await cluster.waitReplayedReceived(10_000)
+    } catch {
+      throw new CheckError('standby b did not replay what it received within 10 s')
     }
     const rowsAtKill = await rows(cluster)
     await sleep(Math.max(0, GAP_MS - (performance.now() - killed)))

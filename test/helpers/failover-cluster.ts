@@ -35,6 +35,11 @@ export interface FailoverCluster {
   waitStreaming: (timeoutMs?: number) => Promise<void>
   /** Until the standby has replayed everything the primary has written. */
   waitReplayed: (timeoutMs?: number) => Promise<void>
+  /**
+   * Until the standby has replayed every whole record it received: all it will hold once promoted.
+   * For a standby whose primary is gone, when waitReplayed cannot be asked of the primary.
+   */
+  waitReplayedReceived: (timeoutMs?: number) => Promise<void>
   /** SIGKILL to the postmaster and all its children at once: a crash, no shutdown, no WAL sent after. */
   kill: (name: ServerName) => void
   /** pg_ctl promote; resolves once the server accepts writes. Recorded as the primary. */
@@ -268,6 +273,28 @@ export async function startFailoverCluster (options: { synchronous: boolean }): 
     })
   }
 
+  // The stream may have been cut inside a record (the primary flushes whole pages, and a record may
+  // span several), and that tail is never replayed: replay then rests short of what was received,
+  // with the startup process waiting for WAL that will not come.
+  async function waitReplayedReceived (timeoutMs = 20_000): Promise<void> {
+    const name = other(primaryName)
+    let last: { replay: string, since: number } | undefined
+    await waitFor(`standby ${name} replaying what it received`, timeoutMs, async () => {
+      const [row] = await query<{ replay: string, caughtUp: boolean, waiting: boolean }>(name, `
+        select pg_last_wal_replay_lsn()::text as replay,
+               pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn() as "caughtUp",
+               exists (select 1 from pg_stat_activity where backend_type = 'startup'
+                       and wait_event in ('RecoveryWalStream', 'RecoveryRetrieveRetryInterval')) as waiting`)
+      if (row === undefined) return false
+      if (row.caughtUp) return true
+      if (!row.waiting || last?.replay !== row.replay) {
+        last = { replay: row.replay, since: Date.now() }
+        return false
+      }
+      return Date.now() - last.since >= 1000
+    })
+  }
+
   async function rebuildAsStandby (name: ServerName): Promise<void> {
     if (name === primaryName) throw new Error(`server ${name} is the primary`)
     if (running.has(name)) {
@@ -318,6 +345,7 @@ export async function startFailoverCluster (options: { synchronous: boolean }): 
     standby: () => other(primaryName),
     waitStreaming,
     waitReplayed: (timeoutMs = 20_000) => waitForReplay(serverUrl(primaryName), serverUrl(other(primaryName)), timeoutMs),
+    waitReplayedReceived,
     kill,
     async promote (name) {
       await runAsync(join(bin, 'pg_ctl'), ['-D', dirs[name], '-w', '-t', '60', 'promote'])
