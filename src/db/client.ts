@@ -43,6 +43,8 @@ export interface DbOptions {
 type ElectionLog = ConstructorParameters<typeof PrimaryElector>[1]['log']
 const SILENT: ElectionLog = { warn: () => {}, error: () => {} }
 export const PRIMARY_PROBE_MS = 1_000
+/** How long a connection to the primary may take, TCP connect (the elector's) and startup (the driver's) each. */
+const PRIMARY_CONNECT_TIMEOUT_S = 10
 
 /** A read replica: queries only, never migrated (it follows the primary's WAL). */
 export interface ReplicaHandle {
@@ -156,14 +158,14 @@ export function createReplica (url: string, options: Pick<DbOptions, 'poolSize' 
 }
 
 async function createPostgres (url: string, options: DbOptions): Promise<DbHandle> {
-  const elector = new PrimaryElector(url, { probeEveryMs: options.primaryProbeMs ?? PRIMARY_PROBE_MS, log: options.log ?? SILENT })
+  const elector = new PrimaryElector(url, { probeEveryMs: options.primaryProbeMs ?? PRIMARY_PROBE_MS, connectTimeoutMs: PRIMARY_CONNECT_TIMEOUT_S * 1000, log: options.log ?? SILENT })
   await elector.start()
   // The elector opens every connection (its socket factory); the URL still gives the user, database
   // and TLS settings. Named with one host, so that the driver reports a failed connection at once
   // rather than trying the next host itself.
   const { hosts, urlOf } = parseHosts(url)
   const single = urlOf(hosts[0] ?? { host: 'localhost', port: 5432 })
-  const client = postgresPool(single, { max: options.poolSize ?? 10, connectTimeoutSeconds: 10, applicationName: 'messages-api', statementTimeoutMs: options.statementTimeoutMs, elector })
+  const client = postgresPool(single, { max: options.poolSize ?? 10, connectTimeoutSeconds: PRIMARY_CONNECT_TIMEOUT_S, applicationName: 'messages-api', statementTimeoutMs: options.statementTimeoutMs, elector })
   const db = drizzlePostgres(client, { schema })
   return {
     db,

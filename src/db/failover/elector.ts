@@ -19,6 +19,8 @@ import { ServerProbe, type ServerState } from './probe.js'
 export interface ElectorOptions {
   /** How often every host is probed: a promotion is noticed within this, whatever else happens. */
   probeEveryMs: number
+  /** How long a new connection may take to be accepted by the elected host. */
+  connectTimeoutMs: number
   log: {
     warn: (obj: object, msg: string) => void
     error: (obj: object, msg: string) => void
@@ -58,6 +60,25 @@ function refused (): Socket {
     }
   })
   return socket as unknown as Socket
+}
+
+/** A TCP connection to the host once it is established; undefined when refused or not within timeoutMs. */
+async function open (host: Host, timeoutMs: number): Promise<Socket | undefined> {
+  const socket = connect(host.port, host.host)
+  return await new Promise((resolve) => {
+    const timer = setTimeout(() => { fail() }, timeoutMs)
+    const done = (result: Socket | undefined) => {
+      clearTimeout(timer)
+      socket.off('connect', succeed).off('error', fail)
+      resolve(result)
+    }
+    const succeed = () => { done(socket) }
+    const fail = () => {
+      socket.destroy()
+      done(undefined)
+    }
+    socket.once('connect', succeed).once('error', fail)
+  })
 }
 
 export class PrimaryElector implements HistorySource {
@@ -128,10 +149,22 @@ export class PrimaryElector implements HistorySource {
     if (elected === undefined && this.#electedAt < asked) elected = await this.elect()
     const host = elected === undefined ? undefined : this.#hosts[elected.index]
     if (host === undefined) return refused()
-    const socket = connect(host.port, host.host)
+    const generation = this.#generation
+    // Handed over connected: a host that died since its election refuses here, and the driver gets
+    // a socket that fails only after its startup write (see refused).
+    const socket = await open(host, this.#options.connectTimeoutMs)
+    if (socket === undefined) {
+      this.suspect()
+      return refused()
+    }
+    // Another primary was followed while this one connected: its connections are being closed.
+    if (generation !== this.#generation) {
+      socket.destroy()
+      return await this.#connect()
+    }
     // postgres.js names the TLS server from it.
     Object.assign(socket, { host: host.host })
-    this.#sockets.set(socket, this.#generation)
+    this.#sockets.set(socket, generation)
     socket.once('close', (hadError) => {
       this.#sockets.delete(socket)
       if (hadError) this.suspect()
@@ -181,6 +214,8 @@ export class PrimaryElector implements HistorySource {
 
   /** A primary (another, or the same on a new timeline): its history, and no connection left elsewhere. */
   async #follow (chosen: Elected, previous: Elected | undefined): Promise<void> {
+    // Counted before any wait: a connection opened to the new primary meanwhile belongs to it.
+    const generation = ++this.#generation
     const host = this.#hosts[chosen.index]
     const known = this.#history
     const changed = known === undefined || known.system !== chosen.state.system || known.timeline !== chosen.state.timeline
@@ -191,10 +226,12 @@ export class PrimaryElector implements HistorySource {
         this.#options.log.warn({ timeline: chosen.state.timeline }, 'cannot read the timeline history (pg_read_file): sync tokens from before the promotion expire')
       }
     }
-    this.#generation++
     // Connections still open to the old primary, or opened before this election, are closed: the
-    // pool opens new ones here. A query running on one fails and is answered 503.
-    for (const [socket, generation] of this.#sockets) if (generation < this.#generation) socket.destroy()
+    // pool opens new ones here. A query running on one fails and is answered 503. Closed on the next
+    // turn of the event loop, after the driver's deferred startup write of a connection it was just
+    // handed: closed before that write, a postgres.js 3.4.9 connection never writes again.
+    const stale = [...this.#sockets].filter(([, opened]) => opened < generation).map(([socket]) => socket)
+    if (stale.length > 0) setImmediate(() => { for (const socket of stale) socket.destroy() })
     if (previous !== undefined || known !== undefined) {
       this.#options.log.warn({ host: host?.host, port: host?.port, timeline: chosen.state.timeline }, 'following the database primary')
     }
