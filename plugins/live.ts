@@ -31,7 +31,10 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 export default fp<LiveOptions>(async function live (app, opts) {
   const delivery = createLiveDelivery(app.messageChanges, opts, {
-    onError: (err) => { app.log.warn({ err: { message: err instanceof Error ? err.message : String(err) } }, 'live delivery: reading the change feed failed; trying again') },
+    failures: {
+      failed: (read, err) => { app.log.warn({ read, err: { message: err instanceof Error ? err.message : String(err) } }, 'live delivery: reading the change feed failed; trying again, with growing delays') },
+      recovered: (read, failures) => { app.log.info({ read, failures }, 'live delivery: reading the change feed works again') }
+    },
     delivered
   })
 

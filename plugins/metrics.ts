@@ -98,6 +98,24 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
     registers: [],
     collect () { this.reset(); this.inc(app.live.stats().answerReads) }
   }))
+  register.registerMetric(new Gauge({
+    name: 'live_streams_paced',
+    help: 'Streams waiting for their client to read what they were sent before they get their next answer',
+    registers: [],
+    collect () { this.set(app.live.stats().pacedStreams) }
+  }))
+  register.registerMetric(new Counter({
+    name: 'live_streams_stalled_total',
+    help: 'Streams closed because their client read nothing for LIVE_STALL_S',
+    registers: [],
+    collect () { this.reset(); this.inc(app.live.stats().stalledStreams) }
+  }))
+  register.registerMetric(new Gauge({
+    name: 'live_unsent_bytes',
+    help: 'Event bytes written to this instance\'s streams that their clients have not taken yet, with room reserved for answers being read',
+    registers: [],
+    collect () { this.set(app.live.stats().unsentBytes) }
+  }))
   const liveDelay = new Histogram({
     name: 'live_delivery_delay_seconds',
     help: 'From a change becoming answerable (the watcher read that found it) to its answer or event being written to every client waiting for it; one observation per answer',

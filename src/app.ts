@@ -211,7 +211,9 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     maxPerClient: config.liveMaxPerClient,
     maxBufferBytes: config.liveMaxBufferBytes,
     heartbeatS: config.liveHeartbeatS,
-    watchMs: config.liveWatchMs
+    stallS: config.liveStallS,
+    watchMs: config.liveWatchMs,
+    shutdownGraceMs: config.shutdownGraceMs
   })
   await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true })
   await app.register(rolesPlugin)

@@ -34,7 +34,9 @@ const EnvSchema = Type.Object({
   LIVE_MAX_CONNECTIONS: Type.Integer({ minimum: 0, default: 10000 }),
   LIVE_MAX_PER_CLIENT: Type.Integer({ minimum: 1, default: 100 }),
   LIVE_MAX_BUFFER_BYTES: Type.Integer({ minimum: 1024, default: 1048576 }),
-  LIVE_HEARTBEAT_S: Type.Integer({ minimum: 1, maximum: 3600, default: 15 }),
+  // Below the 75 s idle timeouts of Node (CONNECTION_TIMEOUT_MS) and deploy/haproxy.cfg, so a quiet stream is never closed as idle.
+  LIVE_HEARTBEAT_S: Type.Integer({ minimum: 1, maximum: 60, default: 15 }),
+  LIVE_STALL_S: Type.Integer({ minimum: 1, maximum: 3600, default: 60 }),
   LIVE_WATCH_MS: Type.Integer({ minimum: 1, maximum: 10000, default: 5 })
 })
 
@@ -84,10 +86,12 @@ export interface AppConfig {
   liveMaxConnections: number
   /** Held long-polls and open streams per client address. */
   liveMaxPerClient: number
-  /** Unsent bytes at which a stream that stopped reading is closed. */
+  /** A stream's next event is written only once less than this many bytes of what it was sent wait unsent. */
   liveMaxBufferBytes: number
   /** Seconds without an event after which a stream gets a keep-alive comment. */
   liveHeartbeatS: number
+  /** Seconds a stream's client may read nothing it was sent before the stream is closed. */
+  liveStallS: number
   /** How often the instance's watcher reads the head of the change log while clients wait. */
   liveWatchMs: number
 }
@@ -119,7 +123,8 @@ const MESSAGES: Record<string, string> = {
   LIVE_MAX_CONNECTIONS: 'must be a non-negative integer (0 turns live delivery off)',
   LIVE_MAX_PER_CLIENT: 'must be a positive integer',
   LIVE_MAX_BUFFER_BYTES: 'must be an integer of at least 1024 (bytes)',
-  LIVE_HEARTBEAT_S: 'must be an integer from 1 to 3600 (seconds)',
+  LIVE_HEARTBEAT_S: 'must be an integer from 1 to 60 (seconds), below the 75 s idle timeouts',
+  LIVE_STALL_S: 'must be an integer from 1 to 3600 (seconds)',
   LIVE_WATCH_MS: 'must be an integer from 1 to 10000 (milliseconds)'
 }
 
@@ -229,6 +234,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     liveMaxPerClient: e.LIVE_MAX_PER_CLIENT,
     liveMaxBufferBytes: e.LIVE_MAX_BUFFER_BYTES,
     liveHeartbeatS: e.LIVE_HEARTBEAT_S,
+    liveStallS: e.LIVE_STALL_S,
     liveWatchMs: e.LIVE_WATCH_MS
   })
 }

@@ -50,6 +50,7 @@ t.test('CONTRACT 2: the defaults', async (t) => {
     liveMaxPerClient: 100,
     liveMaxBufferBytes: 1048576,
     liveHeartbeatS: 15,
+    liveStallS: 60,
     liveWatchMs: 5
   }, 'an empty environment gives every default')
   t.ok(Object.isFrozen(loadConfig({})), 'the config is frozen')
@@ -70,7 +71,9 @@ t.test('values are converted and kept', async (t) => {
     RATE_LIMIT_MAX: '0',
     REDIS_URL: 'redis://cache:6379',
     IDEMPOTENCY_TTL_HOURS: '48',
-    SYNC_RETENTION_HOURS: '0.5'
+    SYNC_RETENTION_HOURS: '0.5',
+    LIVE_HEARTBEAT_S: '60',
+    LIVE_STALL_S: '30'
   })
   t.match(config, {
     port: 8080,
@@ -87,7 +90,9 @@ t.test('values are converted and kept', async (t) => {
     rateLimitMax: 0,
     redisUrl: 'redis://cache:6379',
     idempotencyTtlHours: 48,
-    syncRetentionHours: 0.5
+    syncRetentionHours: 0.5,
+    liveHeartbeatS: 60,
+    liveStallS: 30
   }, 'every variable lands, converted to its type')
   t.equal(loadConfig({ DATABASE_URL: 'memory://' }).databaseUrl, 'memory://', 'memory:// is accepted')
   t.equal(loadConfig({ DATABASE_URL: 'postgresql://u@db/app' }).databaseUrl, 'postgresql://u@db/app', 'postgresql:// is accepted')
@@ -131,6 +136,9 @@ t.test('invalid values: one line naming the variable', async (t) => {
     ['IDEMPOTENCY_TTL_HOURS=1.5', { IDEMPOTENCY_TTL_HOURS: '1.5' }, 'IDEMPOTENCY_TTL_HOURS'],
     ['SYNC_RETENTION_HOURS=0', { SYNC_RETENTION_HOURS: '0' }, 'SYNC_RETENTION_HOURS'],
     ['SYNC_RETENTION_HOURS=soon', { SYNC_RETENTION_HOURS: 'soon' }, 'SYNC_RETENTION_HOURS'],
+    // Keep-alives below the 75 s idle timeouts of Node and HAProxy, or every quiet stream is closed.
+    ...['0', '61', '75', '3600', '1.5', 'often'].map((value): [string, Record<string, string>, string] => [`LIVE_HEARTBEAT_S=${value}`, { LIVE_HEARTBEAT_S: value }, 'LIVE_HEARTBEAT_S']),
+    ...['0', '-1', '3601', '2.5', 'never'].map((value): [string, Record<string, string>, string] => [`LIVE_STALL_S=${value}`, { LIVE_STALL_S: value }, 'LIVE_STALL_S']),
     ['NODE_ENV=production without AUTH_ISSUER', { NODE_ENV: 'production' }, 'AUTH_ISSUER']
   ]
   for (const [name, env, variable] of cases) {

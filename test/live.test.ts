@@ -1,10 +1,10 @@
 // CONTRACT 13, live delivery on GET /v2/messages/changes, from outside, on a server listening on
 // loopback: the long-poll `wait`, Server-Sent Events (framing, start position, heartbeats, errors,
-// no compression), the live limits, a reader that stops reading, the rate limit, CORS, the OpenAPI
-// document and the metrics. Exactness under concurrent writers of every kind, with clients coming
-// and going across instances, is live-property.test.ts; SIGTERM is live-shutdown.test.ts.
-import { connect } from 'node:net'
-import { setTimeout as sleep } from 'node:timers/promises'
+// no compression), the live limits, the rate limit, CORS, the OpenAPI document and the metrics.
+// Exactness under concurrent writers of every kind, with clients coming and going across instances,
+// is live-property.test.ts; SIGTERM is live-shutdown.test.ts; slow links and clients that stop
+// reading are live-slow-links.test.ts and live-stalls.test.ts.
+import { Writable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { buildApp, type App } from '../src/app.js'
 import { bounded } from './helpers/bounded.js'
@@ -13,10 +13,10 @@ import { pgClusterUnavailable, postgresDatabase } from './helpers/pg-cluster.js'
 import { run } from './helpers/exactness.js'
 import { createAuthor, createMessages } from './helpers/fixtures.js'
 import {
-  answeredWithoutHolding, changesUrl, EXPIRED, get, heldPolls, INVALID, LiveCopy, listen, metricValue, openStreams, parseBlock,
-  pending, scrape, splitBlocks, streams, type Answer, type Block, type Entry, type Polled, type WireStream
+  answeredWithoutHolding, changesUrl, EXPIRED, get, heldPolls, INVALID, listen, metricValue, openStreams,
+  pending, scrape, streams, untilMetric, type Answer, type Entry, type Polled, type WireStream
 } from './helpers/live.js'
-import { differences, messagesAsServed, quiesce } from './helpers/sync-client.js'
+import { quiesce } from './helpers/sync-client.js'
 
 const onPostgres = (process.env.TEST_DATABASE_URL ?? '') !== ''
 const ALICE = { 'x-test-user': JSON.stringify({ sub: 'alice', role: 'User' }) }
@@ -271,8 +271,12 @@ t.test('answers without changes are not events; a keep-alive comment comes after
   const empty = await open(changesUrl(url))
   await empty.until(() => empty.comments.length >= 2, 'two heartbeats')
   t.same(empty.events, [], 'the initial copy of an empty table has no change: no event')
-  t.same(empty.comments.map((c) => c.text), [': keep-alive', ': keep-alive'])
-  t.equal(empty.raw, ': keep-alive\n\n: keep-alive\n\n', 'a comment line and a blank line, nothing else')
+  const [first, second] = empty.comments
+  t.match(first?.id, /^[A-Za-z0-9_-]+$/, 'a keep-alive carries the stream\'s position as its id')
+  t.equal(empty.raw.slice(0, empty.raw.indexOf('\n\n', empty.raw.indexOf('\n\n') + 2) + 2), `: keep-alive\nid: ${first?.id}\n\n: keep-alive\nid: ${second?.id}\n\n`,
+    'a comment line, an id line and a blank line, nothing else')
+  const resumed = await get(changesUrl(url, { since: second!.id }))
+  t.same(resumed.body, { data: [], next: (resumed.body as Answer).next, hasMore: false }, 'a keep-alive\'s id is a token a poll can go on from')
 
   await createAuthor(app, 'alice')
   const since = await caughtUp(app)
@@ -407,109 +411,49 @@ t.test('LIVE_MAX_PER_CLIENT: one more from the same address is 429 with Retry-Af
   t.notOk(poll.settled())
 })
 
-/** An HTTP/1.1 body with chunked transfer coding, decoded as far as it arrived. */
-function dechunk (body: Buffer): Buffer {
-  const parts: Buffer[] = []
-  let at = 0
-  for (;;) {
-    const eol = body.indexOf('\r\n', at)
-    if (eol < 0) break
-    const size = parseInt(body.subarray(at, eol).toString('latin1'), 16)
-    if (!Number.isFinite(size) || size === 0) break
-    parts.push(body.subarray(eol + 2, Math.min(body.length, eol + 2 + size)))
-    at = eol + 2 + size + 2
-    if (at > body.length) break
-  }
-  return Buffer.concat(parts)
-}
-
-t.test('a client that stops reading: its stream is closed past LIVE_MAX_BUFFER_BYTES; it resumes from its last event id and loses nothing', async (t) => {
-  const { app, url } = await listen(t, { liveMaxBufferBytes: 262_144 })
-  const alice = await createAuthor(app, 'alice', { name: 'Alice' })
-  const since = await caughtUp(app)
-  const { port } = new URL(url)
-
-  const socket = connect(Number(port), '127.0.0.1')
-  t.teardown(() => { socket.destroy() })
-  socket.on('error', () => {})
-  await new Promise<void>((resolve) => socket.once('connect', () => resolve()))
-  socket.pause()
-  socket.write(`GET /v2/messages/changes?since=${since}&limit=100 HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n`)
-  await openStreams(app, 1)
-
-  // Rows of about 1 KiB (events of about 110 KiB, below the limit), two thousand a round, until the
-  // server gives up on the reader: the kernel's buffers take a few MiB first. After each round, the
-  // events it makes are written (the delivery count grows by 20), or the stream is closed.
-  let rounds = 0
-  const big = 'x'.repeat(1000)
-  const delivered = async (): Promise<number> => metricValue(await scrape(app), 'live_delivery_delay_seconds_count') ?? 0
-  const stillOpen = async (): Promise<boolean> => metricValue(await scrape(app), 'live_streams_open') !== 0
-  for (; await stillOpen(); rounds++) {
-    if (rounds >= 20) throw new Error(`the stream is still open after ${rounds} rounds of writes`)
-    const before = await delivered()
-    await run(app, `INSERT INTO messages (content, author_id) SELECT '${big} ' || g, ${alice.id} FROM generate_series(1, 2000) g`)
-    const deadline = performance.now() + PROMPT_MS
-    while ((await delivered()) - before < 20 && await stillOpen()) {
-      if (performance.now() > deadline) throw new Error(`round ${rounds}: ${(await delivered()) - before} of 20 events written in ${PROMPT_MS} ms`)
-      await sleep(10)
+t.test('a read that keeps failing is tried again after growing delays, and logged once per streak', async (t) => {
+  const lines: Array<{ level: number, msg: string, read?: string, failures?: number }> = []
+  const logs = new Writable({
+    write (chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line))
+      done()
     }
-  }
-  t.pass(`the stream was closed after ${rounds} rounds of 2000 rows`)
-
-  // What reached the client before the close, read now: complete events, and maybe half of one.
-  const received: Buffer[] = []
-  socket.on('data', (chunk: Buffer) => received.push(chunk))
-  const ended = new Promise<void>((resolve) => { socket.once('end', resolve); socket.once('close', () => resolve()) })
-  socket.resume()
-  await bounded(ended, PROMPT_MS)
-  const wire = Buffer.concat(received)
-  const headEnd = wire.indexOf('\r\n\r\n')
-  const head = wire.subarray(0, headEnd).toString('latin1')
-  t.match(head, /^HTTP\/1\.1 200 /)
-  t.match(head, /content-type: text\/event-stream/i)
-  const body = (/transfer-encoding: chunked/i.test(head) ? dechunk(wire.subarray(headEnd + 4)) : wire.subarray(headEnd + 4)).toString('utf8')
-  const blocks = splitBlocks(body).blocks.map(parseBlock)
-  const events = blocks.filter((b): b is Extract<Block, { kind: 'event' }> => b.kind === 'event')
-  t.same(blocks.filter((b) => b.kind === 'malformed'), [], 'every complete block is well formed')
-  t.ok(events.length >= 1, `${events.length} complete events arrived before the close`)
-
-  // It resumes from the id of the last event it holds, by polling, then by a stream as an
-  // EventSource reconnecting would.
-  const client = new LiveCopy('slow reader')
-  for (const e of events) client.apply(e.answer, 'before the close')
-  await quiesce(app)
-  for (let calls = 0; ; calls++) {
-    if (calls > 1000) throw new Error('the resumed client never caught up')
-    const res = await get(changesUrl(url, { since: client.next ?? since, limit: '1000' }))
-    t.equal(res.status, 200)
-    client.apply(res.body as Answer, 'resumed')
-    if (!(res.body as Answer).hasMore) break
-  }
-  const table = await messagesAsServed(app)
-  t.strictSame(differences(client.sorted(), table), { missing: [], extra: [], differ: [] }, `the copy is the table (${table.length} rows)`)
-  t.same(client.outOfOrder, [])
+  })
+  const { app, url } = await listen(t, {}, { logger: { level: 'info', stream: logs } })
   const open = streams(t)
-  const resumed = await open(changesUrl(url), { 'last-event-id': client.next! })
-  t.equal(resumed.status, 200, 'and streams on from there')
-  const id = await post(app, 'after the resume')
-  client.apply((await resumed.event(1, PROMPT_MS)).answer, 'stream')
-  t.same(client.sorted().at(-1), (await upsertOf(app, id)).message)
-})
+  await createAuthor(app, 'alice')
+  const since = await caughtUp(app)
+  const s = await open(changesUrl(url, { since }))
+  const id = await post(app, 'deleted while reads fail')
+  await s.event(1, PROMPT_MS)
+  const failures = (): typeof lines => lines.filter((l) => l.msg.startsWith('live delivery: reading the change feed failed'))
+  const recoveries = (): typeof lines => lines.filter((l) => l.msg.startsWith('live delivery: reading the change feed works again'))
+  t.same(failures(), [], 'no failure yet')
 
-t.test('a client that reads is never cut off, even by an answer larger than LIVE_MAX_BUFFER_BYTES (default 1 MiB)', async (t) => {
-  const { app, url } = await listen(t)
-  const open = streams(t)
-  const alice = await createAuthor(app, 'alice')
-  // An initial copy of a thousand messages of 1,500 characters: one answer of about 1.6 MB at limit=1000.
-  await run(app, `INSERT INTO messages (content, author_id) SELECT repeat('y', 1500) || ' ' || g, ${alice.id} FROM generate_series(1, 1000) g`)
-  await quiesce(app)
-  const s = await open(changesUrl(url, { limit: '1000' }))
-  t.equal(s.status, 200)
-  const copy = await s.event(1, PROMPT_MS)
-  t.equal(copy.answer.data.length, 1000, 'the whole page arrives as one event')
-  t.ok(Buffer.byteLength(copy.data) > 1_048_576, `an event of ${Buffer.byteLength(copy.data)} bytes`)
-  const id = await post(app, 'after the big one')
-  t.same((await s.event(2, PROMPT_MS)).answer.data, [await upsertOf(app, id)], 'the stream is still open and delivering')
+  // An answer for the delete joins the authors, renamed away: every read of it fails until they are back.
+  await run(app, 'ALTER TABLE users RENAME TO users_away')
+  t.teardown(async () => { await run(app, 'ALTER TABLE IF EXISTS users_away RENAME TO users').catch(() => {}) })
+  const before = metricValue(await scrape(app), 'live_answer_reads_total') ?? 0
+  await run(app, `DELETE FROM messages WHERE id = ${id}`)
+  const from = performance.now()
+  await untilMetric(async () => await scrape(app), 'live_answer_reads_total', (v) => (v ?? 0) - before >= 5, PROMPT_MS)
+  const elapsed = performance.now() - from
+  const reads = (metricValue(await scrape(app), 'live_answer_reads_total') ?? 0) - before
+  // Tried again after 100 ms, 200 ms, 400 ms ... up to 5 s: at most this many reads fit in the time
+  // taken, whatever the machine's speed; at every head read (5 ms) there would be some 200 a second.
+  let fit = 1
+  for (let waited = 0, delay = 100; waited + delay <= elapsed + 100; waited += delay, delay = Math.min(delay * 2, 5_000)) fit++
+  t.ok(reads <= fit + 1, `${reads} reads in ${Math.round(elapsed)} ms (the delays allow ${fit})`)
+  t.equal(failures().length, 1, 'one warning for the whole streak')
+  t.match(failures()[0], { level: 40, read: 'answer' })
+  t.equal(s.events.length, 1, 'nothing sent meanwhile')
+
+  await run(app, 'ALTER TABLE users_away RENAME TO users')
+  t.same((await s.event(2, PROMPT_MS)).answer.data, [{ op: 'delete', id }], 'once the reads work, the stream goes on from where it was')
+  t.equal(failures().length, 1, 'still one warning')
+  t.equal(recoveries().length, 1, 'and one line when the streak ends')
+  t.match(recoveries()[0], { level: 30, read: 'answer' })
+  t.ok((recoveries()[0]?.failures ?? 0) >= 5, `it says how many reads failed (${recoveries()[0]?.failures})`)
 })
 
 t.test('the rate limit counts a held long-poll and an open stream once, when they start', async (t) => {

@@ -67,6 +67,32 @@ export interface WritePathReport {
   problems: string[]
 }
 
+export interface CatchUpReport {
+  key: string
+  name: string
+  streams: number
+  bytesPerSecond: number
+  /** From the first request to the last stream caught up (or the client giving up). */
+  seconds: number
+  /** What each stream read, MB. */
+  mbPerStream: { min: number, median: number, max: number }
+  totalMb: number
+  caughtUp: number
+  /** Streams ended by the service, or failed, before they caught up; and the requests that followed. */
+  cutOffs: number
+  reconnects: number
+  /** Seconds from the request to the answer that said hasMore false, and that time over (bytes read ÷ the link's rate). */
+  catchUpSeconds: { p50: number, p99: number, max: number }
+  againstLink: { p50: number, p99: number, max: number }
+  writes: { made: number, achievedRate: number, failed: number }
+  rss: { idleMb: number, peakMb: number, aboveIdleMb: number }
+  /** Seconds from a stream's request to its first byte. */
+  firstByteSeconds: { p50: number, max: number }
+  /** CPU seconds a second over the row: the service, the load client, PostgreSQL for this database. */
+  cpu: { service: number, client: number, postgres?: number }
+  problems: string[]
+}
+
 export interface LiveTarget { what: string, value: string, target: string, met?: boolean }
 
 export interface LiveReport {
@@ -75,6 +101,7 @@ export interface LiveReport {
   messages: number
   durationSeconds: number
   rows: DeliveryReport[]
+  catchUp?: CatchUpReport
   saturation: SaturationReport[]
   memory?: MemoryReport
   writePath?: WritePathReport
@@ -101,6 +128,7 @@ export function liveProblems (live: LiveReport): string[] {
   return [
     ...live.problems,
     ...live.rows.flatMap((r) => r.problems.map((p) => `${r.name}: ${p}`)),
+    ...(live.catchUp?.problems ?? []).map((p) => `${live.catchUp!.name}: ${p}`),
     ...live.saturation.flatMap((r) => r.problems.map((p) => `${r.name}: ${p}`)),
     ...(live.memory?.problems ?? []).map((p) => `${live.memory!.name}: ${p}`),
     ...(live.writePath?.problems ?? []).map((p) => `${live.writePath!.name}: ${p}`)
@@ -134,6 +162,19 @@ export function liveLines (live: LiveReport): string[] {
         `${r.deliveriesPerSecond > 0 ? int(r.cpu.service / r.deliveriesPerSecond * 1e6) : '—'} | ${r.load.toFixed(1)} | ` +
         `${exactCell(r.exact, r.connections)} | ${r.problems.length > 0 ? 'FAILED' : 'ok'} |`)
     }
+  }
+  const c = live.catchUp
+  if (c !== undefined) {
+    lines.push('', `${c.name}: each stream starts at another position of the change feed and reads every answer (limit=1000, about 1 MiB each) ` +
+      'through a link that passes on what the service sends at that rate; the load client counts bytes and reads only the id lines and the end of each answer. ' +
+      'Catching up: from the request to the first answer that says hasMore false, also as a ratio to the stream\'s bytes over the link\'s rate (1 is the link\'s own pace).', '',
+    '| Streams caught up | MB per stream (min / median / max) | Cut-offs | Reconnections | First byte p50 / max s | Catching up p50 / p99 / max s | ÷ (size ÷ rate) p50 / p99 / max | Writes/s made | Service RSS idle / peak MB (above idle) | CPU s/s service / client / PostgreSQL | Seconds | Status |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+    `| ${int(c.caughtUp)}/${int(c.streams)} | ${c.mbPerStream.min.toFixed(1)} / ${c.mbPerStream.median.toFixed(1)} / ${c.mbPerStream.max.toFixed(1)} | ${int(c.cutOffs)} | ${int(c.reconnects)} | ` +
+      `${c.firstByteSeconds.p50.toFixed(1)} / ${c.firstByteSeconds.max.toFixed(1)} | ` +
+      `${c.catchUpSeconds.p50.toFixed(1)} / ${c.catchUpSeconds.p99.toFixed(1)} / ${c.catchUpSeconds.max.toFixed(1)} | ${c.againstLink.p50.toFixed(2)} / ${c.againstLink.p99.toFixed(2)} / ${c.againstLink.max.toFixed(2)} | ` +
+      `${c.writes.achievedRate.toFixed(1)} | ${c.rss.idleMb.toFixed(0)} / ${c.rss.peakMb.toFixed(0)} (${c.rss.aboveIdleMb.toFixed(0)}) | ` +
+      `${c.cpu.service.toFixed(2)} / ${c.cpu.client.toFixed(2)} / ${c.cpu.postgres === undefined ? '—' : c.cpu.postgres.toFixed(2)} | ${c.seconds.toFixed(1)} | ${c.problems.length > 0 ? 'FAILED' : 'ok'} |`)
   }
   for (const s of live.saturation) {
     lines.push('', `${s.name}: the write rate doubled every ${s.stepSeconds} s until the p99 delay passed ${s.limitMs} ms` +

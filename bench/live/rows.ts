@@ -19,17 +19,28 @@ export const SATURATION_ROWS: readonly DeliverySpec[] = [
   { key: 'live-saturation-poll', mode: 'poll', connections: 1000, rate: 10 }
 ]
 
+// A phone back from the background on a slow link, 500 times over, each from another position (catch-up.ts).
+export const CATCH_UP_KEY = 'live-catch-up'
+export const CATCH_UP_STREAMS = 500
+export const CATCH_UP_RATE = 128 * 1024
+export const CATCH_UP_WRITES = 20
+
+export function catchUpName (): string {
+  return `SSE catch-up, ${CATCH_UP_STREAMS} streams each through its own ${CATCH_UP_RATE / 1024} KB/s link, ${CATCH_UP_WRITES} writes/s`
+}
+
 export const MEMORY_KEY = 'live-memory'
 export const MEMORY_CONNECTIONS = 10_000
 export const WRITE_PATH_KEY = 'live-write-path'
 export const WRITE_PATH_CLIENTS = 1000
 
 // In the order they run (section.ts).
-export const LIVE_KEYS: readonly string[] = [MEMORY_KEY, ...DELIVERY_ROWS.map((r) => r.key), ...SATURATION_ROWS.map((r) => r.key), WRITE_PATH_KEY]
+export const LIVE_KEYS: readonly string[] = [MEMORY_KEY, ...DELIVERY_ROWS.map((r) => r.key), CATCH_UP_KEY, ...SATURATION_ROWS.map((r) => r.key), WRITE_PATH_KEY]
 // The embedded database's live rows: 100 and 1,000 clients. The write path compares two services on one
 // database, which an embedded database (one process's own) cannot be.
 export const EMBEDDED_LIVE_KEYS: readonly string[] = DELIVERY_ROWS.filter((r) => r.connections <= 1000).map((r) => r.key)
-export const POSTGRES_ONLY_LIVE_KEYS: readonly string[] = [WRITE_PATH_KEY]
+// The catch-up row writes its changes through a connection of its own.
+export const POSTGRES_ONLY_LIVE_KEYS: readonly string[] = [CATCH_UP_KEY, WRITE_PATH_KEY]
 
 export function deliveryName (spec: DeliverySpec): string {
   return `${spec.mode === 'sse' ? 'SSE' : 'long-poll'}, ${spec.connections.toLocaleString('en-US')} clients, ${spec.rate} writes/s`

@@ -11,11 +11,12 @@ import { EVERYTHING, type Oracle } from '../oracle.js'
 import type { Child, ServerPlan } from '../servers.js'
 import { settle } from '../settle.js'
 import { followFeed, SYNC_LIMIT } from '../sync-walk.js'
+import { runCatchUp } from './catch-up.js'
 import { runDelivery } from './delivery.js'
 import { runMemory } from './memory.js'
 import { postgresVisible } from './proc.js'
 import { liveProblems, roundsOf, type DeliveryReport, type LiveReport, type LiveTarget } from './report.js'
-import { DELIVERY_ROWS, LIVE_KEYS, MEMORY_KEY, SATURATION_ROWS, WRITE_PATH_KEY } from './rows.js'
+import { CATCH_UP_KEY, DELIVERY_ROWS, LIVE_KEYS, MEMORY_KEY, SATURATION_ROWS, WRITE_PATH_KEY } from './rows.js'
 import { runSaturation } from './saturation.js'
 import type { LiveSession } from './session.js'
 import { runWritePath } from './write-path.js'
@@ -61,6 +62,12 @@ function sectionTargets (report: LiveReport): LiveTarget[] {
   const targets = deliveryTargets(report.rows)
   for (const idle of report.memory?.idle ?? []) {
     targets.push({ what: `RSS per idle ${idle.mode === 'sse' ? 'SSE stream' : 'held long-poll'}`, value: `${idle.perConnectionKb.toFixed(1)} KB`, target: '≤ 20 KB', met: idle.perConnectionKb <= 20 })
+  }
+  const c = report.catchUp
+  if (c !== undefined) {
+    targets.push({ what: `${c.name}: cut-offs`, value: String(c.cutOffs), target: '0', met: c.cutOffs === 0 })
+    targets.push({ what: `${c.name}: reconnections`, value: String(c.reconnects), target: '0', met: c.reconnects === 0 })
+    targets.push({ what: `${c.name}: service peak RSS above idle`, value: `${c.rss.aboveIdleMb.toFixed(0)} MB`, target: '≤ 256 MB', met: c.rss.aboveIdleMb <= 256 })
   }
   const w = report.writePath
   if (w !== undefined && w.rounds.length > 0) {
@@ -136,6 +143,7 @@ export async function runLive (plan: LivePlan): Promise<LiveReport> {
     // The memory row first: after a row under load the heap holds garbage of its own, which moves VmRSS by more than 10,000 idle connections do.
     if (keys.has(MEMORY_KEY)) await guarded(MEMORY_KEY, async () => { report.memory = await runMemory(session) })
     for (const spec of DELIVERY_ROWS.filter((r) => keys.has(r.key))) await guarded(spec.key, async () => { report.rows.push(await runDelivery(session, spec)) })
+    if (keys.has(CATCH_UP_KEY) && !session.embedded) await guarded(CATCH_UP_KEY, async () => { report.catchUp = await runCatchUp(session) })
     for (const spec of SATURATION_ROWS.filter((r) => keys.has(r.key))) await guarded(spec.key, async () => { report.saturation.push(await runSaturation(session, spec)) })
     if (keys.has(WRITE_PATH_KEY) && !session.embedded) await guarded(WRITE_PATH_KEY, async () => { report.writePath = await runWritePath(session) })
   } finally {

@@ -87,9 +87,9 @@ export async function steadyRssMb (pid: number | undefined, samples = 5, gapMs =
 export interface CpuUse { service: number, client: number, postgres?: number }
 
 /** CPU seconds a second from now until stop(): the service, the load client, PostgreSQL for the session's database. */
-export function watchCpu (session: LiveSession, fleet: Fleet | undefined): { stop: () => CpuUse } {
+export function watchCpu (session: LiveSession, client: Pick<Fleet, 'pid'> | undefined): { stop: () => CpuUse } {
   const began = performance.now()
-  const pids = { service: session.service.process.pid, client: fleet?.pid }
+  const pids = { service: session.service.process.pid, client: client?.pid }
   const before = { service: cpuSeconds(pids.service), client: cpuSeconds(pids.client) }
   const postgres = session.postgresHere === undefined ? undefined : postgresCpu(session.postgresHere)
   return {

@@ -30,6 +30,13 @@ export const ANCHOR_BYTES = 4 * MiB
 /** Pages of /v2/users and of /v2/movies. */
 export const USER_PAGE_BYTES = 2 * MiB
 export const MOVIE_PAGE_BYTES = 2 * MiB
+/**
+ * Event bytes written to live streams that their clients have not taken yet, over all streams
+ * (src/sync/live/unsent-bytes.ts). A stream holds less than LIVE_MAX_BUFFER_BYTES and one answer of
+ * about 1 MiB; past this bound, streams catching up wait for their next answer until clients read, so
+ * many phones catching up from different positions cannot hold an answer each.
+ */
+export const LIVE_UNSENT_BYTES = 64 * MiB
 
 // A string is a 16-byte header and, for the ASCII the service mostly holds, a byte a character; its
 // bytes then appear again in the serialized body.

@@ -78,12 +78,26 @@ const STATE_JSON = sql`'xmin', s.xmin::text, 'epoch', s.epoch::text, 'horizon', 
 const UPSERT = sql`'{"op":"upsert","id":' || r.id::text || ',"message":' || ${messageJsonSql('r')} || '}'`
 const MESSAGE_ROW = sql`SELECT m.id, m.content, m.subject, m.priority, m.author_id, u.name AS author_name, m.created_at FROM ${MESSAGE_SOURCE}`
 
+// An answer holds at most `limit` entries and about ANSWER_MAX_BYTES: `limit` is a maximum, and
+// `hasMore` says more follow. Without it one answer of 1,000 messages of 4,000 three-byte characters
+// is 12 MB, which a phone on a slow link takes minutes to receive and a stream must hold while it does
+// (CONTRACT 13). Sizes are read from the stored lengths (octet_length reads a TOASTed value's header,
+// not the value), so a row past the cut is never rendered; its JSON adds about ENTRY_OVERHEAD_BYTES.
+// The first entry is always sent, whatever its size, so every answer moves the client on.
+export const ANSWER_MAX_BYTES = 1_048_576
+const ENTRY_OVERHEAD_BYTES = 200
+const ENTRY_SIZE = (p: string) => sql.raw(`octet_length(${p}.content) + coalesce(octet_length(${p}.subject), 0) + ${ENTRY_OVERHEAD_BYTES}`)
+
+// The same, with the size of the entry it makes (ENTRY_SIZE), for the byte cut of the initial copy.
+const MESSAGE_ROW_SIZED = sql`SELECT m.id, m.content, m.subject, m.priority, m.author_id, u.name AS author_name, m.created_at, ${ENTRY_SIZE('m')} AS size FROM ${MESSAGE_SOURCE}`
+
 // The initial copy: the next `limit` messages in id order, and one more, which tells that more follow
-// and is not sent. `logged` tells whether any change was logged at or above the copy's watermark: if
-// none was, every row sent is still as it was sent. It asks for the newest entry (one step down the
-// index), not for any entry above the watermark, which the planner would look for by scanning the
-// whole log. Rows are rendered as the index scan reads them, into a merge with the state row: no CTE
-// holds them (5.4 ms a page with one, 4.4 without).
+// and is not sent; rows past the byte cut come back without an entry, and say the same. `logged`
+// tells whether any change was logged at or above the copy's watermark: if none was, every row sent
+// is still as it was sent. It asks for the newest entry (one step down the index), not for any entry
+// above the watermark, which the planner would look for by scanning the whole log. Rows are rendered
+// as the index scan reads them, into a merge with the state row: no CTE holds them (5.4 ms a page
+// with one, 4.4 without).
 const snapshotPage = rawStatement(sql`
   WITH s AS MATERIALIZED (${STATE})
   SELECT 0::bigint AS k, json_build_object(${STATE_JSON},
@@ -91,52 +105,67 @@ const snapshotPage = rawStatement(sql`
       NULL AS entry
     FROM s
   UNION ALL
-  (SELECT r.id, NULL, ${UPSERT} FROM (${MESSAGE_ROW} WHERE m.id > ${sql.placeholder('after')}::bigint ORDER BY m.id LIMIT ${sql.placeholder('limit')}::int + 1) r)
+  (SELECT r.id, NULL, CASE WHEN r.n <= ${sql.placeholder('limit')}::int AND r.before < ${ANSWER_MAX_BYTES} THEN ${UPSERT} END
+    FROM (SELECT w.*, row_number() OVER (ORDER BY w.id) AS n, sum(w.size) OVER (ORDER BY w.id) - w.size AS before
+      FROM (${MESSAGE_ROW_SIZED} WHERE m.id > ${sql.placeholder('after')}::bigint ORDER BY m.id LIMIT ${sql.placeholder('limit')}::int + 1) w) r)
   ORDER BY k`)
 
 // Changes: the next `limit` log entries after the position, below xmin; each message they name once,
 // with its content now, or a delete when it is gone. `last` is the last entry taken, `n` how many
-// entries were read (one more than the limit when more follow).
+// entries were read (one more than the limit when more follow). Past the byte cut (messages in the
+// order of their first entry), the answer ends before the first entry of the first message left
+// out: every entry up to there names a message it sends. `cut` says it did.
 const changesPage = rawStatement(sql`
   WITH s AS MATERIALIZED (${STATE}),
   log AS MATERIALIZED (
     SELECT c.xid, c.id FROM message_changes c
     WHERE (c.xid, c.id) > (${sql.placeholder('xid')}::text::xid8, ${sql.placeholder('id')}::bigint) AND c.xid < (SELECT xmin FROM s)
     ORDER BY c.xid, c.id LIMIT ${sql.placeholder('limit')}::int + 1),
-  taken AS MATERIALIZED (SELECT xid, id FROM log ORDER BY xid, id LIMIT ${sql.placeholder('limit')}::int),
-  last AS (SELECT xid, id FROM taken ORDER BY xid DESC, id DESC LIMIT 1)
-  SELECT 0::bigint AS k, json_build_object(${STATE_JSON}, 'n', (SELECT count(*) FROM log),
+  taken AS MATERIALIZED (SELECT xid, id, row_number() OVER (ORDER BY xid, id) AS ord FROM log ORDER BY xid, id LIMIT ${sql.placeholder('limit')}::int),
+  sized AS MATERIALIZED (
+    SELECT w.*, sum(w.size) OVER (ORDER BY w.first) - w.size AS before
+    FROM (SELECT f.id AS k, f.first, r.*, coalesce(${ENTRY_SIZE('r')}, ${ENTRY_OVERHEAD_BYTES}) AS size
+      FROM (SELECT id, min(ord) AS first FROM taken GROUP BY id) f LEFT JOIN LATERAL (${MESSAGE_ROW} WHERE m.id = f.id) r ON true) w),
+  cut AS (SELECT min(first) AS at FROM sized WHERE before >= ${ANSWER_MAX_BYTES}),
+  last AS (SELECT xid, id FROM taken WHERE ord < coalesce((SELECT at FROM cut), ${sql.placeholder('limit')}::int + 1) ORDER BY ord DESC LIMIT 1)
+  SELECT 0::bigint AS k, json_build_object(${STATE_JSON}, 'n', (SELECT count(*) FROM log), 'cut', (SELECT at FROM cut) IS NOT NULL,
       'lastXid', (SELECT xid::text FROM last), 'lastId', (SELECT id FROM last)::float8)::text AS state, NULL AS entry
     FROM s
   UNION ALL
-  SELECT c.id, NULL, CASE WHEN r.id IS NULL THEN '{"op":"delete","id":' || c.id::text || '}' ELSE ${UPSERT} END
-    FROM (SELECT DISTINCT id FROM taken) c LEFT JOIN LATERAL (${MESSAGE_ROW} WHERE m.id = c.id) r ON true
+  SELECT r.k, NULL, CASE WHEN r.id IS NULL THEN '{"op":"delete","id":' || r.k::text || '}' ELSE ${UPSERT} END
+    FROM sized r WHERE r.before < ${ANSWER_MAX_BYTES}
   ORDER BY k`)
 
 const DATA_START = Buffer.from('{"data":[')
 const COMMA = Buffer.from(',')
-const EMPTY = Buffer.alloc(0)
+const EMPTY: Buffer[] = []
 
 /**
- * A rendered page: its state, parsed, and its first `limit` entries joined by commas; `more` when the
- * statement rendered one beyond them. Joined at once into one buffer: a page read ahead held as its
- * thousands of row views outlives young-generation collections, which then cost more than the copy.
+ * A rendered page: its state, parsed, and its first `limit` entries with commas between them, as views
+ * of the bytes received; `more` when the statement rendered one beyond them. A page kept for later is
+ * joined into one buffer at once (joined): a page read ahead held as its thousands of row views
+ * outlives young-generation collections, which then cost more than the copy. One answered now is
+ * copied once, into its body.
  */
-function page<State extends PageState> (rows: RawRow[], limit: number): { state: State, data: Buffer, last: number | undefined, more: boolean } {
+function page<State extends PageState> (rows: RawRow[], limit: number): { state: State, data: Buffer[], last: number | undefined, more: boolean } {
   const head = rows[0]?.[1]
   if (head == null) throw new Error('sync_state has no row')
-  const count = Math.min(rows.length - 1, limit)
   const list: Buffer[] = []
-  for (let i = 1; i <= count; i++) {
-    if (i > 1) list.push(COMMA)
-    list.push(rows[i]![2]!)
+  let count = 0
+  // Rows past the limit or the byte cut have no entry; they only say that more follow.
+  while (count < limit && count + 1 < rows.length) {
+    const entry = rows[count + 1]![2]
+    if (entry == null) break
+    if (count > 0) list.push(COMMA)
+    list.push(entry)
+    count++
   }
   const lastKey = count > 0 ? rows[count]![0] : undefined
   return {
     state: JSON.parse(head.toString()) as State,
-    data: Buffer.concat(list),
+    data: list,
     last: lastKey == null ? undefined : Number(lastKey.toString()),
-    more: rows.length - 1 > limit
+    more: rows.length - 1 > count
   }
 }
 
@@ -170,7 +199,7 @@ const later = (a: string, b: string) => BigInt(a) > BigInt(b)
 const CLOCK_SKEW_MS = 3_600_000
 
 /** A page of the initial copy, rendered. */
-interface CopyPage extends PageState { logged: boolean, data: Buffer, last: number, more: boolean }
+interface CopyPage extends PageState { logged: boolean, data: Buffer[], last: number, more: boolean }
 
 // The initial copy is read ahead: a client walking it asks for the next page as soon as it has this
 // one, and the database reads the following pages while the client receives and applies this one.
@@ -227,9 +256,9 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
 
   const { history } = options
 
-  function answer (epoch: string, read: HistoryPoint, data: Buffer, next: SyncPosition, hasMore: boolean): ChangesAnswer {
+  function answer (epoch: string, read: HistoryPoint, data: Buffer[], next: SyncPosition, hasMore: boolean): ChangesAnswer {
     const token = encodeSyncToken({ epoch, issuedAt: Date.now(), position: next, read })
-    const body = Buffer.concat([DATA_START, data, Buffer.from(`],"next":"${token}","hasMore":${String(hasMore)}}`)])
+    const body = Buffer.concat([DATA_START, ...data, Buffer.from(`],"next":"${token}","hasMore":${String(hasMore)}}`)])
     return { body, token, epoch, read, next, hasMore, empty: data.length === 0 }
   }
 
@@ -258,7 +287,8 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
 
   async function readCopy (target: Database, watermark: string | undefined, after: number, limit: number): Promise<CopyPage> {
     const { state, data, last, more } = page<PageState & { logged: boolean }>(await snapshotPage(target, { after, limit, watermark: watermark ?? null }), limit)
-    return { ...state, data, last: last ?? after, more }
+    // Read ahead, it may wait a while: joined.
+    return { ...state, data: data.length === 0 ? data : [Buffer.concat(data)], last: last ?? after, more }
   }
 
   async function snapshot (target: Database, epoch: string | undefined, watermark: string | undefined, after: number, limit: number): Promise<ChangesAnswer> {
@@ -293,9 +323,9 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
   }
 
   async function changesPageAt (target: Database, epoch: string, position: ChangesPosition, limit: number): Promise<ChangesAnswer> {
-    const { state, data } = page<PageState & { n: number, lastXid: string | null, lastId: number | null }>(await changesPage(target, { xid: position.xid, id: position.id, limit }), limit)
+    const { state, data } = page<PageState & { n: number, cut: boolean, lastXid: string | null, lastId: number | null }>(await changesPage(target, { xid: position.xid, id: position.id, limit }), limit)
     checkValid(epoch, position.xid, state)
-    if (state.n > limit && state.lastXid !== null && state.lastId !== null) {
+    if ((state.n > limit || state.cut) && state.lastXid !== null && state.lastId !== null) {
       return answer(state.epoch, pointOf(state), data, { kind: 'changes', xid: state.lastXid, id: state.lastId }, true)
     }
     return answer(state.epoch, pointOf(state), data, caughtUp(position, state.xmin), false)
@@ -351,6 +381,9 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
 
     /** An answer with no changes, standing at a position read at `read`: a long-poll's when its wait is over. */
     nothingAt: (epoch: string, position: SyncPosition, read: HistoryPoint): ChangesAnswer => answer(epoch, read, EMPTY, position, false),
+
+    /** A token for a position, issued now: what a stream's keep-alive carries as its id (CONTRACT 13). */
+    tokenAt: (epoch: string, position: SyncPosition, read: HistoryPoint): string => encodeSyncToken({ epoch, issuedAt: Date.now(), position, read }),
 
     /** Called when the primary's history changes (a promotion); returns the unsubscribe. */
     onHistoryChange: (listener: () => void): (() => void) => history.onChange(listener),

@@ -4,7 +4,7 @@ import type { Test } from 'tap'
 import { Agent, request } from 'undici'
 import type { App } from '../../src/app.js'
 import type { AppConfig } from '../../src/config.js'
-import { build } from './build.js'
+import { build, type BuildTestOptions } from './build.js'
 import { bounded } from './bounded.js'
 import type { SyncMessage } from './sync-client.js'
 
@@ -20,8 +20,8 @@ export interface Entry { op: 'upsert' | 'delete', id: number, message?: SyncMess
 export interface Answer { data: Entry[], next: string, hasMore: boolean }
 
 /** A fresh app (with the x-test-user stub) listening on 127.0.0.1, and its address. */
-export async function listen (t: Test, config: Partial<AppConfig> = {}): Promise<{ app: App, url: string }> {
-  const app = await build(t, { testAuth: true, config })
+export async function listen (t: Test, config: Partial<AppConfig> = {}, options: Omit<BuildTestOptions, 'config'> = {}): Promise<{ app: App, url: string }> {
+  const app = await build(t, { testAuth: true, ...options, config })
   const url = await app.listen({ host: '127.0.0.1', port: 0 })
   clientsOf(t, url)
   return { app, url }
@@ -119,13 +119,16 @@ export async function answeredWithoutHolding<T> (app: App, request: Pending<T>, 
 
 export type Block =
   | { kind: 'event', id: string, event: string, data: string, answer: Answer }
-  | { kind: 'comment', text: string }
+  | { kind: 'comment', text: string, id: string | undefined }
   | { kind: 'malformed', text: string, why: string }
 
 /** One block of an event stream (the text between two blank lines), as CONTRACT 13 frames it. */
 export function parseBlock (text: string): Block {
   const lines = text.split('\n')
-  if (lines.every((line) => line.startsWith(':'))) return { kind: 'comment', text }
+  // A keep-alive: comment lines, and at most one `id:` line, which moves the client's last event id without an event.
+  const ids = lines.filter((line) => !line.startsWith(':'))
+  if (ids.length === 0) return { kind: 'comment', text, id: undefined }
+  if (ids.length === 1 && ids[0]!.startsWith('id: ') && lines.length > 1) return { kind: 'comment', text, id: ids[0]!.slice(4) }
   const [idLine, eventLine, dataLine, ...rest] = lines
   if (rest.length > 0 || idLine === undefined || eventLine === undefined || dataLine === undefined ||
     !idLine.startsWith('id: ') || eventLine !== 'event: changes' || !dataLine.startsWith('data: ')) {

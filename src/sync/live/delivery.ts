@@ -1,12 +1,17 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { setImmediate } from 'node:timers/promises'
 import type { FastifyReply } from 'fastify'
 import { DrainingError, LiveFullError, TooManyRequestsError } from '../../errors.js'
 import { resourcePolicyFor } from '../../http/resource-policy.js'
-import type { ChangesAnswer, MessageChangesRepository } from '../changes.js'
-import { EVENT_STREAM_HEADERS, EventStream, frameEvent, KEEP_ALIVE } from './event-stream.js'
-import { createLiveHub } from './hub.js'
+import { LIVE_UNSENT_BYTES } from '../../memory/budget.js'
+import { ANSWER_MAX_BYTES, type ChangesAnswer, type MessageChangesRepository } from '../changes.js'
+import { EVENT_STREAM_HEADERS, EventStream, frameEvent, frameKeepAlive } from './event-stream.js'
+import type { FailureReport } from './failure-streak.js'
+import { createLiveHub, FAN_OUT_SLICE, type Group } from './hub.js'
 import { HeldPoll } from './long-poll.js'
 import { createLiveSlots } from './slots.js'
+import { connectionKey, unacknowledgedBytes } from './unacknowledged.js'
+import { UnsentBytes } from './unsent-bytes.js'
 
 // Live delivery of the change feed (CONTRACT 13): a long-poll held until its position can be answered,
 // and Server-Sent Events that follow the feed. Both start with the answer a poll would get, from the
@@ -18,16 +23,25 @@ export interface LiveOptions {
   maxConnections: number
   /** LIVE_MAX_PER_CLIENT: the same, per client address. */
   maxPerClient: number
-  /** LIVE_MAX_BUFFER_BYTES: unsent bytes at which a stream is closed. */
+  /** LIVE_MAX_BUFFER_BYTES: a stream's next event is written only once less than this waits unsent. */
   maxBufferBytes: number
-  /** LIVE_HEARTBEAT_S: seconds without an event before a keep-alive comment. */
+  /** LIVE_HEARTBEAT_S: seconds without an event before a keep-alive. */
   heartbeatS: number
+  /** LIVE_STALL_S: seconds a stream's client may read nothing it was sent before the stream is closed. */
+  stallS: number
   /** LIVE_WATCH_MS: how often the watcher reads the head while clients wait. */
   watchMs: number
+  /** SHUTDOWN_GRACE_MS: on SIGTERM, streams get half of it to pass on their last event. */
+  shutdownGraceMs: number
+  /** What streams may hold unsent together (default LIVE_UNSENT_BYTES). */
+  unsentBytes?: number
+  /** Whether the system's own send queues are read to tell a client that stopped reading (default true where they exist). */
+  systemQueues?: boolean
 }
 
 export interface LiveHooks {
-  onError: (err: unknown) => void
+  /** Reads of the feed failed, or came back after failing: once per streak. */
+  failures: FailureReport
   /** An answer was written to every client waiting for it, this long (seconds) after it became answerable. */
   delivered: (delaySeconds: number) => void
 }
@@ -52,22 +66,100 @@ function whenClosed (response: ServerResponse, done: () => void): void {
 
 /** Seconds a client waits before trying again when a limit refuses it. */
 const RETRY_AFTER_SECONDS = '1'
-/** How often the keep-alive sweep looks for streams that have been quiet for a heartbeat. */
+/** How often the sweep writes keep-alives and looks for streams whose clients stopped reading. */
 const SWEEP_MS = 1_000
+/** How often the system's send queues are read, at most and at least. */
+const SYSTEM_QUEUES_MIN_MS = 250
+const SYSTEM_QUEUES_MAX_MS = 5_000
+
+/** What the system said of a stream's connection when its client last acknowledged something. */
+interface Acknowledged { bytes: number, at: number }
 
 export function createLiveDelivery (feed: MessageChangesRepository, options: LiveOptions, hooks: LiveHooks) {
-  const hub = createLiveHub({ feed, watchMs: options.watchMs, frame: frameEvent, delivered: hooks.delivered, onError: hooks.onError })
+  const unsent = new UnsentBytes(options.unsentBytes ?? LIVE_UNSENT_BYTES)
+  const hub = createLiveHub({ feed, watchMs: options.watchMs, frame: frameEvent, delivered: hooks.delivered, unsent, failures: hooks.failures })
   const slots = createLiveSlots(options.maxConnections, options.maxPerClient)
   const streams = new Set<EventStream>()
   const polls = new Map<HeldPoll, () => void>()
+  const acknowledged = new WeakMap<EventStream, Acknowledged>()
   let closing = false
+  let sweeping = false
+  let stalled = 0
 
   const heartbeatMs = options.heartbeatS * 1000
-  const sweep = setInterval(() => {
-    const quietSince = performance.now() - heartbeatMs
-    for (const stream of streams) if (stream.lastWrite <= quietSince) stream.write(KEEP_ALIVE)
-  }, Math.min(SWEEP_MS, heartbeatMs))
-  sweep.unref()
+  const stallMs = options.stallS * 1000
+  const systemQueuesMs = Math.min(SYSTEM_QUEUES_MAX_MS, Math.max(SYSTEM_QUEUES_MIN_MS, stallMs / 4))
+  let systemQueuesAt = 0
+  let systemQueues = options.systemQueues ?? true
+
+  function cutStalled (stream: EventStream): void {
+    stream.cut()
+    stalled++
+  }
+
+  /**
+   * A stream's client acknowledged nothing for LIVE_STALL_S while the system held bytes for it: a
+   * backgrounded phone with a zero receive window, whose keep-alives still leave the process.
+   */
+  function judgeBySystem (stream: EventStream, queued: number | undefined, now: number): void {
+    const socket = stream.response.socket
+    if (queued === undefined || socket === null) return
+    const bytes = stream.passedOn - queued
+    const last = acknowledged.get(stream)
+    if (queued === 0 || last === undefined || bytes > last.bytes) acknowledged.set(stream, { bytes, at: now })
+    else if (now - last.at >= stallMs) cutStalled(stream)
+  }
+
+  // Keep-alives for quiet streams, with their position as the id; streams whose clients stopped
+  // reading are closed. In slices, like the fan-out: at 10,000 streams one pass is too long a block.
+  async function sweep (): Promise<void> {
+    if (sweeping) return
+    sweeping = true
+    try {
+      const now = performance.now()
+      let queues: Map<string, number> | undefined
+      if (systemQueues && stallMs > 0 && now - systemQueuesAt >= systemQueuesMs && streams.size > 0) {
+        systemQueuesAt = now
+        queues = await unacknowledgedBytes()
+        if (queues === undefined) systemQueues = false
+      }
+      const quietSince = performance.now() - heartbeatMs
+      const keepAlives = new Map<Group | undefined, Buffer>()
+      const keepAliveOf = (group: Group | undefined): Buffer => {
+        let framed = keepAlives.get(group)
+        if (framed === undefined) {
+          const { epoch, position } = group ?? {}
+          framed = frameKeepAlive(group !== undefined && epoch !== undefined && position !== undefined ? feed.tokenAt(epoch, position, group.read) : undefined)
+          keepAlives.set(group, framed)
+        }
+        return framed
+      }
+      let i = 0
+      for (const stream of [...streams]) {
+        if (i++ > 0 && i % FAN_OUT_SLICE === 0) {
+          await setImmediate()
+          if (closing) return
+        }
+        if (!stream.open) continue
+        const at = performance.now()
+        if (stallMs > 0 && stream.stalledFor(at) >= stallMs) {
+          cutStalled(stream)
+          continue
+        }
+        if (queues !== undefined) {
+          const socket = stream.response.socket
+          judgeBySystem(stream, queues.get(connectionKey(socket?.localPort, socket?.remotePort)), at)
+          if (!stream.open) continue
+        }
+        // A stream still sending what it was given is not quiet; it is only waiting for its client.
+        if (stream.lastWrite <= quietSince && stream.unsent === 0) stream.write(keepAliveOf(stream.group))
+      }
+    } finally {
+      sweeping = false
+    }
+  }
+  const sweeper = setInterval(() => { sweep().catch(hooks.failures.failed.bind(undefined, 'sweep')) }, Math.min(SWEEP_MS, heartbeatMs))
+  sweeper.unref()
 
   /** Takes a live slot for the client, or refuses it: 503 when the instance is full or stopping, 429 when the client holds its share. */
   function admit (reply: FastifyReply, address: string): void {
@@ -101,7 +193,7 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
       const timer = setTimeout(nothing, request.wait * 1000)
       whenClosed(reply.raw, left)
       polls.set(poll, nothing)
-      hub.place(poll, first.epoch, first.next, request.limit, false, first.read)
+      hub.place(poll, { epoch: first.epoch, position: first.next, limit: request.limit, catchingUp: false, read: first.read })
     })
   }
 
@@ -130,44 +222,65 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
         if (opened.stream === undefined) return
         streams.delete(opened.stream)
         hub.leave(opened.stream)
+        opened.stream.closed()
       })
-      const first = await feed.read(request.since, request.limit)
-      reply.hijack()
-      if (isClosed(response)) return
-      // The headers every response gets (security, CORS, request id) were set as the request arrived.
-      // Never compressed: a compressor per stream would hold back events until it flushes, and
-      // would cost more memory than the connection itself.
-      const headers: OutgoingHttpHeaders = {}
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = value
-      Object.assign(headers, EVENT_STREAM_HEADERS)
-      const policy = resourcePolicyFor(headers['access-control-allow-origin'])
-      if (policy !== undefined) headers['cross-origin-resource-policy'] = policy
-      response.writeHead(200, headers)
-      response.flushHeaders()
-      const stream = new EventStream(response, { maxBufferBytes: options.maxBufferBytes })
-      opened.stream = stream
-      streams.add(stream)
-      if (closing) {
-        stream.end()
-        return
+      // Its first answer is held like any other until the client takes it: it waits for room too.
+      const release = await unsent.reserve(ANSWER_MAX_BYTES)
+      try {
+        const first = await feed.read(request.since, request.limit)
+        reply.hijack()
+        if (isClosed(response)) return
+        // The headers every response gets (security, CORS, request id) were set as the request arrived.
+        // Never compressed: a compressor per stream would hold back events until it flushes, and
+        // would cost more memory than the connection itself.
+        const headers: OutgoingHttpHeaders = {}
+        for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = value
+        Object.assign(headers, EVENT_STREAM_HEADERS)
+        const policy = resourcePolicyFor(headers['access-control-allow-origin'])
+        if (policy !== undefined) headers['cross-origin-resource-policy'] = policy
+        response.writeHead(200, headers)
+        response.flushHeaders()
+        const stream = new EventStream(response, { maxBufferBytes: options.maxBufferBytes, unsent })
+        opened.stream = stream
+        streams.add(stream)
+        if (closing) {
+          stream.end()
+          return
+        }
+        const at = { epoch: first.epoch, position: first.next, limit: request.limit, catchingUp: first.hasMore, read: first.read }
+        if (first.empty || stream.write(frameEvent(first)) === 'ready') hub.place(stream, at)
+        else stream.whenReady(() => { hub.place(stream, at) })
+      } finally {
+        release()
       }
-      if (!first.empty) stream.write(frameEvent(first))
-      hub.place(stream, first.epoch, first.next, request.limit, first.hasMore, first.read)
     },
 
     /** A write through this instance committed. */
     poke: () => { hub.poke() },
 
-    stats: () => ({ ...hub.stats(), heldPolls: polls.size, openStreams: streams.size }),
+    stats () {
+      let paced = 0
+      for (const stream of streams) if (stream.paced) paced++
+      return { ...hub.stats(), heldPolls: polls.size, openStreams: streams.size, pacedStreams: paced, unsentBytes: unsent.held, stalledStreams: stalled }
+    },
 
-    /** SIGTERM: held long-polls are answered now, streams end after their last complete event. */
+    /**
+     * SIGTERM: held long-polls are answered now, streams end after their last complete event. A
+     * stream whose client does not take that event within half the grace is closed, so one stalled
+     * phone never holds the instance past SHUTDOWN_GRACE_MS; it resumes from its last complete event.
+     */
     close (): void {
       if (closing) return
       closing = true
       for (const answerNow of [...polls.values()]) answerNow()
       for (const stream of [...streams]) stream.end()
       hub.close()
-      clearInterval(sweep)
+      clearInterval(sweeper)
+      const left = [...streams].filter((stream) => stream.open || !isClosed(stream.response))
+      if (left.length === 0) return
+      const cutOff = setTimeout(() => { for (const stream of left) stream.cut() }, options.shutdownGraceMs / 2)
+      Promise.all(left.map(async (stream) => await new Promise<void>((resolve) => { whenClosed(stream.response, resolve) })))
+        .then(() => { clearTimeout(cutOff) }, () => {})
     }
   }
 }

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { ChangesAnswer } from '../changes.js'
-import type { Group, Waiter } from './hub.js'
+import type { Delivered, Group, Waiter } from './hub.js'
+import type { UnsentBytes } from './unsent-bytes.js'
 
 // Server-Sent Events framing (CONTRACT 13), written here rather than with @fastify/sse: that plugin
 // formats and serialises every message again for every client, and keeps a timer per connection for
@@ -8,8 +9,9 @@ import type { Group, Waiter } from './hub.js'
 // position; one sweep per instance writes the keep-alives. The format is a few lines: `id`, `event`
 // and one `data` line (the answer's JSON has no line breaks), then a blank line.
 
-const EVENT_TAIL = Buffer.from('\n\n')
 const CRLF = Buffer.from('\r\n')
+// The blank line that ends an event, and the end of its chunk.
+const EVENT_TAIL = Buffer.from('\n\n\r\n')
 
 // Events go to the socket as whole HTTP/1.1 chunks, framed once: a write through the response would
 // frame every event again for every client, in four socket writes (size, CRLF, data, CRLF). Measured
@@ -23,27 +25,68 @@ function unchunk (framed: Buffer): Buffer {
   return framed.subarray(framed.indexOf(CRLF) + 2, framed.length - 2)
 }
 
-/** An answer as one event, framed as a chunk: `id` is the answer's `next`, so a reconnecting client resumes after it. */
+/**
+ * An answer as one event, framed as a chunk, in one copy of its body: `id` is the answer's `next`, so a
+ * reconnecting client resumes after it.
+ */
 export function frameEvent (answer: ChangesAnswer): Buffer {
-  return chunk(Buffer.concat([Buffer.from(`id: ${answer.token}\nevent: changes\ndata: `), answer.body, EVENT_TAIL]))
+  const head = `id: ${answer.token}\nevent: changes\ndata: `
+  const size = Buffer.byteLength(head) + answer.body.length + 2
+  return Buffer.concat([Buffer.from(`${size.toString(16)}\r\n${head}`), answer.body, EVENT_TAIL])
 }
 
-export const KEEP_ALIVE = chunk(Buffer.from(': keep-alive\n\n'))
+/**
+ * A keep-alive: a comment, and the stream's position as an `id` line. A block with an id and no data
+ * fires no event, but sets the client's last event id (WHATWG, "dispatch the event"), so a client
+ * that saw no change for weeks reconnects from a recent token, not one past SYNC_RETENTION_HOURS.
+ */
+export function frameKeepAlive (token: string | undefined): Buffer {
+  return chunk(Buffer.from(token === undefined ? ': keep-alive\n\n' : `: keep-alive\nid: ${token}\n\n`))
+}
 
 export const EVENT_STREAM_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-store' }
 
+/**
+ * Bytes handed to the socket at a time. Node counts a chunk in full until all of it is written, and
+ * reports nothing of it before: slices tell, as the client reads, how much still waits, and that it
+ * moves. A client reading 1 KB a second still takes one within LIVE_STALL_S; fewer, larger writes cost
+ * less than 16 KiB ones (the socket's own high-water mark) when clients read fast.
+ */
+const SLICE_BYTES = 65_536
+
 export interface EventStreamOptions {
-  /** Unsent bytes at which a client that stopped reading is cut off (LIVE_MAX_BUFFER_BYTES). */
+  /** LIVE_MAX_BUFFER_BYTES: the next event is written only once less than this waits unsent. */
   maxBufferBytes: number
+  /** What every stream holds, together. */
+  unsent: UnsentBytes
 }
 
-/** An open stream: writes whole events, and cuts the client off when too many wait unsent. */
+/**
+ * An open stream, paced by its client (CONTRACT 13): an event is written whole, in slices as the
+ * socket takes them, and the stream asks for the next only once less than LIVE_MAX_BUFFER_BYTES of
+ * what it wrote still waits unsent. A client that keeps reading, however slowly, is never cut off;
+ * one that reads nothing for LIVE_STALL_S is (stalledFor, by the delivery's sweep).
+ */
 export class EventStream implements Waiter {
   readonly follows = true
   group: Group | undefined = undefined
   /** performance.now() of the last write, for the keep-alive sweep. */
   lastWrite = performance.now()
   #open = true
+  #ending = false
+  /** Buffers still to be handed to the socket; the first from #offset on. */
+  readonly #queue: Buffer[] = []
+  #offset = 0
+  #queued = 0
+  /** Bytes handed to the socket so far. */
+  #handed = 0
+  /** Unsent bytes last reported to the shared count. */
+  #reported = 0
+  /** Since when something waits unsent with nothing taken; undefined while nothing waits. */
+  #waitingSince: number | undefined
+  #onReady: (() => void) | undefined
+  /** Every write's callback: the socket took a slice. */
+  readonly #taken = (): void => { this.#progress() }
 
   constructor (readonly response: ServerResponse, private readonly options: EventStreamOptions) {}
 
@@ -51,25 +94,49 @@ export class EventStream implements Waiter {
     return this.#open && !this.response.destroyed
   }
 
-  answer (_answer: ChangesAnswer, event: () => Buffer): boolean {
+  /** Bytes written to the stream that the socket has not passed on to the system yet. */
+  get unsent (): number {
+    return this.#queued + (this.response.socket?.writableLength ?? 0)
+  }
+
+  /** Bytes the socket has passed on to the system: with the system's own queue, what the client acknowledged. */
+  get passedOn (): number {
+    return this.#handed - (this.response.socket?.writableLength ?? 0)
+  }
+
+  answer (_answer: ChangesAnswer, event: () => Buffer): Delivered {
     return this.write(event())
   }
 
-  /** Writes a whole event (framed by frameEvent); false when the stream is closed, or is closed now for falling behind. */
-  write (framed: Buffer): boolean {
+  /**
+   * Writes a whole event (framed by frameEvent): 'gone' when the stream is closed, 'paced' when its
+   * client must read before it gets another, else 'ready'.
+   */
+  write (framed: Buffer): Delivered {
     const socket = this.response.socket
-    if (!this.open || socket === null) return false
-    // The response's own end() still closes the chunked body ('0' chunk), since it framed the head.
-    socket.write(this.response.chunkedEncoding ? framed : unchunk(framed))
+    if (!this.open || this.#ending || socket === null) return 'gone'
+    const bytes = this.response.chunkedEncoding ? framed : unchunk(framed)
+    this.#queue.push(bytes)
+    this.#queued += bytes.length
     this.lastWrite = performance.now()
-    // A client that stops reading would make the server hold every event for it. It resumes from
-    // its last event id, on any instance, and loses nothing.
-    if (socket.writableLength > this.options.maxBufferBytes) {
-      this.#open = false
-      this.response.destroy()
-      return false
-    }
-    return true
+    this.#waitingSince ??= this.lastWrite
+    this.#pump()
+    return this.unsent >= this.options.maxBufferBytes ? 'paced' : 'ready'
+  }
+
+  /** Paced: `resume` runs once less than LIVE_MAX_BUFFER_BYTES waits unsent (never if the stream closes first). */
+  whenReady (resume: () => void): void {
+    this.#onReady = resume
+  }
+
+  /** Waiting for its client to read before it gets its next answer. */
+  get paced (): boolean {
+    return this.#onReady !== undefined
+  }
+
+  /** How long something has waited unsent with nothing taken by the client (0: it reads, or nothing waits). */
+  stalledFor (now: number): number {
+    return this.#waitingSince === undefined ? 0 : now - this.#waitingSince
   }
 
   /** The log no longer holds what this stream needs: end it; reconnecting, the client gets 410. */
@@ -77,10 +144,71 @@ export class EventStream implements Waiter {
     this.end()
   }
 
-  /** Ends the stream after its last complete event. */
+  /** Ends the stream after its last complete event, once the socket has taken it. */
   end (): void {
-    if (!this.#open) return
+    if (!this.#open || this.#ending) return
+    this.#ending = true
+    this.#pump()
+  }
+
+  /** Closes the connection now: a client that stopped reading, or one that holds a shutdown past its bound. */
+  cut (): void {
+    if (this.response.destroyed) return
     this.#open = false
-    this.response.end()
+    this.response.destroy()
+    this.closed()
+  }
+
+  /** The response closed, however: what it held is no longer anyone's. */
+  closed (): void {
+    this.#open = false
+    this.#onReady = undefined
+    this.#queue.length = 0
+    this.#queued = 0
+    this.#report(0)
+  }
+
+  #pump (): void {
+    const socket = this.response.socket
+    if (socket === null || !this.open) return
+    // A write the system takes at once leaves nothing waiting: the loop goes on while it does.
+    while (this.#queue.length > 0 && socket.writableLength < SLICE_BYTES) {
+      const head = this.#queue[0]!
+      const end = Math.min(head.length, this.#offset + SLICE_BYTES)
+      const slice = this.#offset === 0 && end === head.length ? head : head.subarray(this.#offset, end)
+      if (end === head.length) {
+        this.#queue.shift()
+        this.#offset = 0
+      } else {
+        this.#offset = end
+      }
+      this.#queued -= slice.length
+      this.#handed += slice.length
+      socket.write(slice, this.#taken)
+    }
+    if (this.#ending && this.#queue.length === 0 && this.#open) {
+      this.#open = false
+      // The response's own end() still closes the chunked body ('0' chunk), since it framed the head.
+      this.response.end()
+    }
+    this.#report(this.unsent)
+  }
+
+  #progress (): void {
+    if (this.response.socket === null) return
+    this.#pump()
+    const unsent = this.unsent
+    this.#waitingSince = unsent > 0 ? performance.now() : undefined
+    if (this.#onReady !== undefined && unsent < this.options.maxBufferBytes) {
+      const resume = this.#onReady
+      this.#onReady = undefined
+      resume()
+    }
+  }
+
+  #report (unsent: number): void {
+    if (unsent === this.#reported) return
+    this.options.unsent.adjust(unsent - this.#reported)
+    this.#reported = unsent
   }
 }

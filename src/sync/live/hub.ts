@@ -1,7 +1,9 @@
 import { setImmediate } from 'node:timers/promises'
 import { SyncTokenExpiredError } from '../../errors.js'
-import type { ChangesAnswer, ChangesHead, MessageChangesRepository } from '../changes.js'
+import { ANSWER_MAX_BYTES, type ChangesAnswer, type ChangesHead, type MessageChangesRepository } from '../changes.js'
 import { positionKey, type HistoryPoint, type SyncPosition } from '../token.js'
+import { FailureStreak, type FailureReport } from './failure-streak.js'
+import type { UnsentBytes } from './unsent-bytes.js'
 import { createChangeWatcher } from './watcher.js'
 
 // The clients an instance holds, grouped by the position they wait at (CONTRACT 13). Each head the
@@ -19,6 +21,18 @@ import { createChangeWatcher } from './watcher.js'
 // database's history that its clients' answers and position were read at, and when the primary's
 // history changes, the clients of every group the new history does not hold are ended (410 for a
 // long-poll; a stream ends and its client comes back with its last event's id, which is judged alone).
+//
+// Streams are paced by their clients: a stream that has an answer's worth waiting unsent leaves its
+// group with that answer's position, and is placed again there once its client has read enough, as
+// a long-poll arriving then would be. So a group holds only streams ready for the next answer, a read
+// stays shared among them, and catching up (hasMore) moves on only for streams that have drained. Reads
+// for streams catching up wait while the streams together hold their bound unsent (unsent-bytes.ts).
+
+/**
+ * What became of a client given an answer: a long-poll is 'done'; a stream is 'ready' for the next,
+ * or 'paced' until its client has read enough; a client that left is 'gone'.
+ */
+export type Delivered = 'done' | 'ready' | 'paced' | 'gone'
 
 /** A client held by the hub: a long-poll that waits for one answer, or a stream that follows the feed. */
 export interface Waiter {
@@ -28,11 +42,25 @@ export interface Waiter {
   group: Group | undefined
   /**
    * An answer with changes for its position. `event` frames it for a stream, once for every stream
-   * waiting there. False: the client is gone.
+   * waiting there.
    */
-  answer: (answer: ChangesAnswer, event: () => Buffer) => boolean
+  answer: (answer: ChangesAnswer, event: () => Buffer) => Delivered
+  /** After 'paced': runs `resume` once the client has read enough. */
+  whenReady?: (resume: () => void) => void
   /** Its position expired (410): the log no longer holds what it needs. */
   expired: () => void
+}
+
+/** Where a client is placed: a position, the answer size, and whether it is catching up. */
+export interface Placement {
+  /** The feed's epoch and position; both undefined for the start of the initial copy. */
+  epoch: string | undefined
+  position: SyncPosition | undefined
+  limit: number
+  /** Its last answer said more follow (hasMore): the next is read at once. */
+  catchingUp: boolean
+  /** Where in the database's history its position was read. */
+  read: HistoryPoint
 }
 
 export interface Group {
@@ -47,10 +75,19 @@ export interface Group {
   /** Read at once, not at the watcher's word: the clients are catching up (hasMore). */
   due: boolean
   reading: boolean
+  /** Reads of this position that failed in a row, and not before when (performance.now()) to try again. */
+  failures: number
+  retryAt: number
 }
 
 /** Clients written to per turn of the event loop when an answer fans out. */
-const FAN_OUT_SLICE = 256
+export const FAN_OUT_SLICE = 256
+
+// A read that keeps failing (a statement timeout, a row the database cannot render) is tried again
+// later each time, from 100 ms up to 5 s, instead of at every head read.
+const RETRY_FIRST_MS = 100
+const RETRY_MAX_MS = 5_000
+const retryDelay = (failures: number): number => Math.min(RETRY_FIRST_MS * 2 ** (failures - 1), RETRY_MAX_MS)
 
 export type LiveFeed = Pick<MessageChangesRepository, 'readAt' | 'head' | 'verdict' | 'changesAfter' | 'holds' | 'onHistoryChange'>
 
@@ -65,7 +102,10 @@ export interface HubOptions {
   frame: (answer: ChangesAnswer) => Buffer
   /** An answer was written to every client waiting for it, this long (seconds) after it became answerable. */
   delivered: (delaySeconds: number) => void
-  onError: (err: unknown) => void
+  /** What streams hold unsent: reads for streams catching up wait for room. */
+  unsent: UnsentBytes
+  /** Failed reads of the feed, reported once per streak (of head reads, of answer reads), then its end. */
+  failures: FailureReport
 }
 
 export function createLiveHub (options: HubOptions) {
@@ -73,7 +113,9 @@ export function createLiveHub (options: HubOptions) {
   const groups = new Map<string, Group>()
   let answerReads = 0
   let closed = false
-  const watcher = createChangeWatcher({ intervalMs: options.watchMs, readHead: feed.head, onHead, onError: options.onError })
+  const answers = new FailureStreak('answer', options.failures)
+  const watcher = createChangeWatcher({ intervalMs: options.watchMs, readHead: feed.head, onHead, reads: new FailureStreak('head', options.failures) })
+  const onError = (err: unknown): void => { answers.failed(err) }
 
   /** Forgets a group that no one waits in and that is not being read; the watcher rests when none is left. */
   function tidy (group: Group): void {
@@ -82,7 +124,8 @@ export function createLiveHub (options: HubOptions) {
   }
 
   /** Puts waiters at a position, in its group (made when none waits there yet). */
-  function place (waiters: readonly Waiter[], epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean, read: HistoryPoint): void {
+  function place (waiters: readonly Waiter[], at: Placement): void {
+    const { epoch, position, limit, catchingUp: due, read } = at
     if (waiters.length === 0) return
     // Read before the history followed changed, past where the new one branched off: ended now.
     if (!feed.holds(read)) {
@@ -92,7 +135,7 @@ export function createLiveHub (options: HubOptions) {
     const key = positionKey(epoch, position, limit)
     let group = groups.get(key)
     if (group === undefined) {
-      group = { key, epoch, position, limit, waiters: new Set(), due, reading: false, read }
+      group = { key, epoch, position, limit, waiters: new Set(), due, reading: false, read, failures: 0, retryAt: 0 }
       groups.set(key, group)
     } else {
       group.read = laterPoint(group.read, read)
@@ -101,10 +144,8 @@ export function createLiveHub (options: HubOptions) {
       group.waiters.add(waiter)
       waiter.group = group
     }
-    if (due && !group.reading) {
-      group.due = true
-      readGroup(group, performance.now()).catch(options.onError)
-    }
+    if (due) group.due = true
+    if (group.due && !group.reading && group.retryAt <= performance.now()) readGroup(group, performance.now()).catch(onError)
     watcher.watch(true)
   }
 
@@ -117,9 +158,9 @@ export function createLiveHub (options: HubOptions) {
   }
 
   /** Moves every waiter of a group to another position (merging with the group waiting there). */
-  function move (group: Group, waiters: readonly Waiter[], epoch: string, position: SyncPosition, due: boolean, read: HistoryPoint): void {
+  function move (group: Group, waiters: readonly Waiter[], epoch: string, position: SyncPosition, catchingUp: boolean, read: HistoryPoint): void {
     if (groups.get(group.key) === group) groups.delete(group.key)
-    place(waiters, epoch, position, group.limit, due, laterPoint(group.read, read))
+    place(waiters, { epoch, position, limit: group.limit, catchingUp, read: laterPoint(group.read, read) })
     tidy(group)
   }
 
@@ -143,6 +184,7 @@ export function createLiveHub (options: HubOptions) {
       let event: Buffer | undefined
       const frame = (): Buffer => (event ??= options.frame(answer))
       const waiters = [...group.waiters]
+      const read = laterPoint(group.read, answer.read)
       for (let i = 0; i < waiters.length; i++) {
         // Thousands of socket writes take tens of milliseconds: requests, and the reads of other
         // positions, go on between slices instead of waiting behind the whole fan-out.
@@ -152,9 +194,16 @@ export function createLiveHub (options: HubOptions) {
         }
         const waiter = waiters[i]!
         // A client that left meanwhile is no longer in the group.
-        if (!group.waiters.has(waiter) || (waiter.answer(answer, frame) && waiter.follows)) continue
+        if (!group.waiters.has(waiter)) continue
+        const delivered = waiter.answer(answer, frame)
+        if (delivered === 'ready') continue
         group.waiters.delete(waiter)
         waiter.group = undefined
+        // Its client reads before it goes on from this answer's position, alone or with others there then.
+        if (delivered === 'paced') {
+          const at: Placement = { epoch: answer.epoch, position: answer.next, limit: group.limit, catchingUp: answer.hasMore, read }
+          waiter.whenReady?.(() => { if (!closed) place([waiter], at) })
+        }
       }
       // Once per answer, not per client: the delay until the last client waiting for it was written to.
       if (waiters.length > 0) options.delivered((performance.now() - foundAt) / 1000)
@@ -166,6 +215,8 @@ export function createLiveHub (options: HubOptions) {
 
   async function readGroup (group: Group, foundAt: number): Promise<void> {
     group.reading = true
+    // Streams catching up take room for their answer first; a caught-up position is read at once.
+    const release = group.due ? await options.unsent.reserve(ANSWER_MAX_BYTES) : undefined
     answerReads++
     let answer: ChangesAnswer
     try {
@@ -174,27 +225,37 @@ export function createLiveHub (options: HubOptions) {
         ? await feed.changesAfter(epoch, position, group.limit)
         : await feed.readAt(epoch, position, group.limit)
     } catch (err) {
+      release?.()
       group.reading = false
       if (err instanceof SyncTokenExpiredError) expire(group)
       else {
-        // Tried again at the watcher's next read.
-        options.onError(err)
+        // Tried again at a head read after its delay.
+        group.failures++
+        group.retryAt = performance.now() + retryDelay(group.failures)
+        answers.failed(err)
         tidy(group)
       }
       return
     }
+    answers.succeeded()
     group.reading = false
-    if (closed) return
-    await deliver(group, answer, foundAt)
+    group.failures = 0
+    group.retryAt = 0
+    try {
+      if (!closed) await deliver(group, answer, foundAt)
+    } finally {
+      release?.()
+    }
   }
 
   // Judges every waiting position against a head. Reads and fan-outs it starts go on by themselves:
   // the watcher keeps its pace while an answer is written to thousands of streams, and a position
   // being read or written to is out of the map until its clients wait again.
   function onHead (head: ChangesHead, readAt: number): Promise<void> {
-    const read = (group: Group): void => { readGroup(group, readAt).catch(options.onError) }
+    const read = (group: Group): void => { readGroup(group, readAt).catch(onError) }
+    const now = performance.now()
     for (const group of [...groups.values()]) {
-      if (group.reading || group.waiters.size === 0) continue
+      if (group.reading || group.waiters.size === 0 || group.retryAt > now) continue
       const { epoch, position } = group
       if (group.due || epoch === undefined || position === undefined || position.kind === 'snapshot') {
         read(group)
@@ -214,17 +275,13 @@ export function createLiveHub (options: HubOptions) {
   })
 
   return {
-    /** Holds a client at a position read at `read`; `due`: read its answer at once (a stream catching up). */
-    place (waiter: Waiter, epoch: string | undefined, position: SyncPosition | undefined, limit: number, due: boolean, read: HistoryPoint): void {
-      if (!closed) place([waiter], epoch, position, limit, due, read)
+    /** Holds a client at a position; one catching up has its answer read at once. */
+    place (waiter: Waiter, at: Placement): void {
+      if (!closed) place([waiter], at)
     },
     leave,
     /** A write through this instance committed: look now rather than at the next interval. */
     poke: () => { watcher.poke() },
-    /** Every client held, in no order: for shutdown. */
-    waiters (): Waiter[] {
-      return [...groups.values()].flatMap((group) => [...group.waiters])
-    },
     stats: () => ({ watchReads: watcher.reads(), answerReads, positions: groups.size }),
     close (): void {
       closed = true

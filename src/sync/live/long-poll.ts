@@ -1,6 +1,6 @@
 import { SyncTokenExpiredError } from '../../errors.js'
 import type { ChangesAnswer } from '../changes.js'
-import type { Group, Waiter } from './hub.js'
+import type { Delivered, Group, Waiter } from './hub.js'
 
 /** A held long-poll (CONTRACT 13): waits for one answer with changes, its `wait` to end, or the client to leave. */
 export class HeldPoll implements Waiter {
@@ -9,9 +9,9 @@ export class HeldPoll implements Waiter {
 
   constructor (private readonly settle: (result: ChangesAnswer | Error) => void) {}
 
-  answer (answer: ChangesAnswer): boolean {
+  answer (answer: ChangesAnswer): Delivered {
     this.settle(answer)
-    return false
+    return 'done'
   }
 
   expired (): void {

@@ -1,4 +1,5 @@
 import type { ChangesHead } from '../changes.js'
+import type { FailureStreak } from './failure-streak.js'
 
 // One watcher per instance (CONTRACT 13): it reads the head of the change log every `intervalMs`
 // while any client waits, and hands each head to the hub, which decides for every waiting position at
@@ -15,7 +16,8 @@ export interface WatcherOptions {
   readHead: () => Promise<ChangesHead>
   /** Given each head and when its read began (performance.now()); awaited before the next read. */
   onHead: (head: ChangesHead, readAt: number) => Promise<void>
-  onError: (err: unknown) => void
+  /** Head reads that fail are reported once per streak. */
+  reads: FailureStreak
 }
 
 /** After a failed read, the next waits this long at least: a database that is down is not hammered. */
@@ -32,6 +34,7 @@ export interface ChangeWatcher {
 }
 
 export function createChangeWatcher (options: WatcherOptions): ChangeWatcher {
+  const onError = (err: unknown): void => { options.reads.failed(err) }
   let wanted = false
   let stopped = false
   let reading = false
@@ -43,7 +46,7 @@ export function createChangeWatcher (options: WatcherOptions): ChangeWatcher {
   function schedule (): void {
     if (!wanted || stopped || reading || timer !== undefined) return
     const delay = failed ? Math.max(RETRY_MS, options.intervalMs) : again ? 0 : options.intervalMs
-    timer = setTimeout(() => { tick().catch(options.onError) }, delay)
+    timer = setTimeout(() => { tick().catch(onError) }, delay)
   }
 
   async function tick (): Promise<void> {
@@ -59,10 +62,11 @@ export function createChangeWatcher (options: WatcherOptions): ChangeWatcher {
       const head = await options.readHead()
       reads++
       failed = false
+      options.reads.succeeded()
       await options.onHead(head, at)
     } catch (err) {
       failed = true
-      options.onError(err)
+      onError(err)
     } finally {
       reading = false
       schedule()
@@ -78,7 +82,7 @@ export function createChangeWatcher (options: WatcherOptions): ChangeWatcher {
       }
       if (timer !== undefined) clearTimeout(timer)
       timer = undefined
-      tick().catch(options.onError)
+      tick().catch(onError)
     },
     watch (on) {
       wanted = on
