@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { ChangesAnswer } from '../changes.js'
 import type { Group, Waiter } from './hub.js'
+import { liveSpan } from '../../tracing/live-span.js'
 
 // Server-Sent Events framing (CONTRACT 13), written here rather than with @fastify/sse: that plugin
 // formats and serialises every message again for every client, and keeps a timer per connection for
@@ -44,6 +45,8 @@ export class EventStream implements Waiter {
   /** performance.now() of the last write, for the keep-alive sweep. */
   lastWrite = performance.now()
   #open = true
+  // Tracing (CONTRACT 15): made while the request is handled; its span counts the events written.
+  readonly #span = liveSpan('stream')
 
   constructor (readonly response: ServerResponse, private readonly options: EventStreamOptions) {}
 
@@ -62,6 +65,7 @@ export class EventStream implements Waiter {
     // The response's own end() still closes the chunked body ('0' chunk), since it framed the head.
     socket.write(this.response.chunkedEncoding ? framed : unchunk(framed))
     this.lastWrite = performance.now()
+    if (framed !== KEEP_ALIVE) this.#span.delivered()
     // A client that stops reading would make the server hold every event for it. It resumes from
     // its last event id, on any instance, and loses nothing.
     if (socket.writableLength > this.options.maxBufferBytes) {
