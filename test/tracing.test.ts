@@ -128,6 +128,22 @@ t.test('a POST with traceparent is one trace: the server span under the caller\'
   t.comment(`POST /v2/messages, first use of a subject:\n${renderTrace(spans, { durations: true })}`)
 })
 
+t.test('a provisioning that fails is an error span, with the upstream\'s status on its call', async (t) => {
+  const receiver = await startOtlpReceiver(t)
+  const idp = await startTestIdp(t, { audience: AUDIENCE })
+  idp.userinfoHandler = () => ({ status: 500, body: { error: 'down' } })
+  const app = await build(t, { config: { authIssuer: idp.url, apiAudience: AUDIENCE, tracing: tracingTo(receiver.url) } })
+  const { traceId, traceparent } = caller()
+  const res = await app.inject({ method: 'GET', url: '/v2/users/me', headers: { authorization: `Bearer ${await idp.sign({ sub: 'henry' })}`, traceparent } })
+  t.same({ status: res.statusCode, body: res.json() }, { status: 502, body: { error: 'Failed to reach identity provider' } })
+  const spans = await traceOf(receiver, traceId, 'GET /v2/users/me')
+  const provisioning = spans.find((span) => span.name === 'provision local user')
+  t.match(provisioning, { status: { code: 2, message: '' }, attributes: { 'error.type': 'API_IDP_UNREACHABLE' } }, 'the step failed, by its error\'s code')
+  t.notOk(provisioning !== undefined && 'user.id' in provisioning.attributes, 'and has no user')
+  t.match(spans.find((span) => span.parentSpanId === provisioning?.spanId && span.kind === CLIENT)?.attributes, { 'http.response.status_code': 500, 'error.type': '500' })
+  t.match(serverSpanOf(spans), { status: { code: 2, message: '' }, attributes: { 'http.response.status_code': 502, 'error.type': '502' } })
+})
+
 t.test('http/json: a cold page reads the database, the same page again only its table versions; routes are named by template', async (t) => {
   const receiver = await startOtlpReceiver(t)
   const app = await build(t, { testAuth: true, config: { tracing: tracingTo(receiver.url, { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_SERVICE_NAME: 'messages-api-test' }) } })
