@@ -138,9 +138,15 @@ function failureOf (err: unknown): { type: string, sqlState?: string } {
   return { type: err instanceof Error ? err.name : 'Error' }
 }
 
-/** Runs one statement under a span of its own, when the work it is done for is traced. */
-export async function traceStatement<T> (sql: string, server: StatementServer, run: () => Promise<T>): Promise<T> {
-  if (parentSpan() === undefined) return await run()
+/**
+ * Runs one statement under a span of its own, when the work it is done for is traced. Untraced, the
+ * statement's own promise is returned as it is: no promise more per statement.
+ */
+export function traceStatement<T> (sql: string, server: StatementServer, run: () => Promise<T>): Promise<T> {
+  return parentSpan() === undefined ? run() : traced(sql, server, run)
+}
+
+async function traced<T> (sql: string, server: StatementServer, run: () => Promise<T>): Promise<T> {
   const { operation, name } = summaryOf(sql)
   const span = trace.getTracer(TRACER).startSpan(name, {
     kind: SpanKind.CLIENT,
