@@ -9,6 +9,9 @@
 //   src/http-cache    versions, ETags, representations
 //   src/pages         collection convention and exact pages
 //   entity and feature folders (messages, users, movies, sync, search, idempotency)
+//   src/tracing       OpenTelemetry (CONTRACT 15): the SDK and its settings, and the few calls
+//                     capabilities make to report their own steps (provisioning, the page cache,
+//                     live delivery); built on src/db only
 //   plugins/, routes/ Fastify wiring; src/app.ts and src/server.ts register them
 //
 // Paths in the rules are regular expressions matched against paths relative
@@ -32,6 +35,10 @@ const CAPABILITY_FOLDERS = [
   'schemas',
   'search',
   'sync',
+  // OpenTelemetry: the SDK (plugins/tracing.ts and src/app.ts start it), its OTEL_* settings
+  // (src/config.ts), and the calls capabilities make to report their own steps. It imports
+  // src/db/ only (statement spans), so any capability may call it.
+  'tracing',
   'upstream',
   'users'
 ]
@@ -203,7 +210,23 @@ module.exports = {
       to: { path: under([...ENTITY_FOLDERS, ...FEATURE_FOLDERS]) }
     },
 
-    // 9. Safety rules.
+    // 9. Tracing is reported into from everywhere, so it depends on nothing above the storage layer.
+    {
+      name: 'tracing-imports-only-db',
+      severity: 'error',
+      comment:
+        'src/tracing/ is called by capabilities to report their own steps (provisioning, the ' +
+        'page cache, live delivery) and by the wiring to start the SDK. It may import src/db/ ' +
+        '(whose statement spans it marks), nothing else from src/: a capability it imported ' +
+        'would import it back.',
+      from: { path: '^src/tracing/' },
+      to: {
+        path: '^src/',
+        pathNot: ['^src/tracing/', '^src/db/']
+      }
+    },
+
+    // 10. Safety rules.
     {
       name: 'not-to-unresolvable',
       severity: 'error',

@@ -26,6 +26,7 @@ import usersRoutes from '../routes/users/index.js'
 import weatherRoutes from '../routes/weather/index.js'
 import type { AppConfig } from './config.js'
 import { stdoutLines } from './logging/log-stream.js'
+import { traceIdsMixin } from './tracing/log-ids.js'
 import { SHARED_SCHEMAS } from './schemas/shared.js'
 
 export interface BuildOptions {
@@ -137,11 +138,17 @@ function trustProxyOption (trust: AppConfig['trustProxy']): FastifyServerOptions
   return typeof trust === 'number' ? (_address: string, hop: number) => hop < trust : trust
 }
 
+/** CONTRACT 15: with tracing on, each line written for a request carries its trace's ids; off, no mixin at all. */
+function withTraceIds (logger: FastifyServerOptions['logger'], tracing: boolean): FastifyServerOptions['logger'] {
+  if (!tracing || logger === false || logger === undefined) return logger
+  return { ...(logger === true ? {} : logger), mixin: traceIdsMixin }
+}
+
 /** The server's own options: logging, timeouts, limits, and the error shape of what fails before routing. */
 function serverOptions (config: AppConfig, options: BuildOptions, errorHandler: ReturnType<typeof createErrorHandler>): FastifyHttpOptions<Server> {
   const timeouts = { ...SERVER_TIMEOUTS, ...options.timeouts }
   return {
-    logger: options.logger ?? loggerOptions(config),
+    logger: withTraceIds(options.logger ?? loggerOptions(config), config.tracing !== undefined),
     genReqId: requestId,
     // One line per request from plugins/request-log.ts instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
@@ -173,6 +180,8 @@ function serverOptions (config: AppConfig, options: BuildOptions, errorHandler: 
 export async function buildApp (config: AppConfig, options: BuildOptions = {}): Promise<App> {
   const errorHandler = createErrorHandler(config.development)
   const app = Fastify(serverOptions(config, options, errorHandler)).withTypeProvider<TypeBoxTypeProvider>()
+  // First, so every route and hook is seen; imported only when on, so tracing off loads no SDK.
+  if (config.tracing !== undefined) await app.register(import('../plugins/tracing.js'), config.tracing)
 
   app.addHook('onRequest', function (request, reply, done) {
     reply.header('x-request-id', request.id)

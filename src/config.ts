@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { isIP } from 'node:net'
 import { splitUrls } from './db/failover/hosts.js'
+import { OTEL_ENV, OTEL_MESSAGES, tracingSettings, type TracingConfig } from './tracing/settings.js'
 
 export const DEV_IDP_URL = 'http://localhost:3002'
 
@@ -26,6 +27,8 @@ const EnvSchema = Type.Object({
   DATABASE_READ_URLS: Type.Optional(Type.String({ pattern: '^\\s*postgres(ql)?://[^\\s,]+(,[^\\s,]+)*(\\s*,\\s*postgres(ql)?://[^\\s,]+(,[^\\s,]+)*)*\\s*$' })),
   TRUST_PROXY: Type.Optional(Type.String({ minLength: 1 })),
   METRICS_TOKEN: Type.Optional(Type.String()),
+  // CONTRACT 15: the standard OTEL_* variables, declared in src/tracing/settings.ts.
+  ...OTEL_ENV,
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000 }),
   SHUTDOWN_GRACE_MS: Type.Integer({ minimum: 0, default: 10000 }),
   CORS_ORIGINS: Type.Optional(Type.String({ minLength: 1 })),
@@ -72,6 +75,8 @@ export interface AppConfig {
   trustProxy: number | string[] | undefined
   /** Bearer token GET /metrics requires; undefined leaves it open. */
   metricsToken: string | undefined
+  /** OpenTelemetry traces (CONTRACT 15); undefined: tracing is off. */
+  tracing: TracingConfig | undefined
   /** Event-loop delay above which requests are shed with 503; 0 turns shedding off. */
   maxEventLoopDelayMs: number
   /** How long in-flight requests may take after SIGTERM/SIGINT. */
@@ -115,6 +120,7 @@ const MESSAGES: Record<string, string> = {
   REDIS_URL: 'must start with redis:// or rediss://',
   DATABASE_READ_URLS: 'must be a comma-separated list of postgres:// URLs',
   TRUST_PROXY: 'must be a hop count or a comma-separated list of IP addresses or CIDR ranges',
+  ...OTEL_MESSAGES,
   MAX_EVENT_LOOP_DELAY_MS: 'must be a non-negative integer (milliseconds)',
   SHUTDOWN_GRACE_MS: 'must be a non-negative integer (milliseconds)',
   CORS_ORIGINS: 'must be * or a comma-separated list of http(s) origins without a path, such as https://app.example.com',
@@ -197,6 +203,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (trustProxy === null) throw invalid('TRUST_PROXY', raw)
   const corsOrigins = parseCorsOrigins(e.CORS_ORIGINS)
   if (corsOrigins === null) throw invalid('CORS_ORIGINS', raw)
+  const tracing = tracingSettings(e)
+  if (typeof tracing === 'string') throw invalid(tracing, raw)
   const databaseReadUrls = e.DATABASE_READ_URLS === undefined ? [] : splitUrls(e.DATABASE_READ_URLS)
   if (databaseReadUrls.length > 0 && !/^postgres(ql)?:\/\//.test(e.DATABASE_URL ?? '')) {
     throw new ConfigError('DATABASE_READ_URLS needs DATABASE_URL to be a postgres:// URL (replicas follow a PostgreSQL primary)')
@@ -225,6 +233,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     databaseReadUrls,
     trustProxy,
     metricsToken: e.METRICS_TOKEN,
+    tracing,
     maxEventLoopDelayMs: e.MAX_EVENT_LOOP_DELAY_MS,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     corsOrigins,

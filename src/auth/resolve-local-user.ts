@@ -1,5 +1,6 @@
 import { IdentityProviderError } from '../errors.js'
 import type { LocalUser } from '../schemas/users.js'
+import { inStepSpan } from '../tracing/steps.js'
 import type { UsersRepository } from '../users/repository.js'
 import { DEFAULT_ROLE, isRole } from './roles.js'
 import type { UserinfoProfile } from './userinfo.js'
@@ -16,15 +17,21 @@ export type LoadProfile = () => Promise<UserinfoProfile>
 export function createLocalUserResolver (usersRepository: UsersRepository) {
   const inFlight = new Map<string, Promise<LocalUser>>()
 
+  // A span of the request that provisions (CONTRACT 15): userinfo and the upsert under it. The user
+  // appears by local id only, never by subject, e-mail or name.
   async function provision (sub: string, loadProfile: LoadProfile): Promise<LocalUser> {
-    const profile = await loadProfile()
-    // CONTRACT 10: a userinfo answer about someone else is a failure, and nothing is written.
-    if (profile.sub !== sub) throw new IdentityProviderError()
-    return usersRepository.upsert({
-      subjectId: sub,
-      email: profile.email,
-      name: profile.name,
-      role: isRole(profile.role) ? profile.role : DEFAULT_ROLE
+    return await inStepSpan('provision local user', async (span) => {
+      const profile = await loadProfile()
+      // CONTRACT 10: a userinfo answer about someone else is a failure, and nothing is written.
+      if (profile.sub !== sub) throw new IdentityProviderError()
+      const user = await usersRepository.upsert({
+        subjectId: sub,
+        email: profile.email,
+        name: profile.name,
+        role: isRole(profile.role) ? profile.role : DEFAULT_ROLE
+      })
+      span?.setAttribute('user.id', user.id)
+      return user
     })
   }
 

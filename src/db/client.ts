@@ -14,6 +14,7 @@ import { PrimaryElector, type HistorySource } from './failover/elector.js'
 import { parseHosts } from './failover/hosts.js'
 import { PgliteThread } from './pglite-thread.js'
 import * as schema from './schema.js'
+import { traceStatement, tracedPglite, type StatementServer } from './statement-spans.js'
 
 /** The one database handle the rest of the code sees, whichever driver is behind it. */
 export type Database = PgDatabase<PgQueryResultHKT, typeof schema>
@@ -74,9 +75,10 @@ export const reconnectDelaySeconds = (retries: number): number => (0.5 + Math.ra
  * killed it would fail one more request after recovery. A query rejected with a session-ended error
  * was never run by a live session, so it is sent once more; other failures (a query that was running
  * when its connection was cut gets CONNECTION_CLOSED) are passed on unchanged. Transactions (`begin`)
- * are not wrapped.
+ * are not wrapped. Each statement, its retry included, is one span when the work it runs for is
+ * traced (statement-spans.ts).
  */
-function retryStaleSessionErrors (client: postgres.Sql): postgres.Sql {
+function retryStaleSessionErrors (client: postgres.Sql, server: StatementServer): postgres.Sql {
   type Query = ReturnType<postgres.Sql['unsafe']>
   const once = <T>(start: () => Query, finish: (query: Query) => Promise<T>): Promise<T> =>
     finish(start()).catch((err: unknown) => {
@@ -90,14 +92,15 @@ function retryStaleSessionErrors (client: postgres.Sql): postgres.Sql {
       // starts only when awaited, so this one does too, and every way of reading it is retried alike.
       return (...args: Parameters<postgres.Sql['unsafe']>) => {
         const start = (): Query => target.unsafe(...args)
+        const traced = <T>(finish: (query: Query) => Promise<T>): Promise<T> => traceStatement(args[0], server, () => once(start, finish))
         let rows: Promise<unknown> | undefined
         const query = {
           then (resolve?: (value: unknown) => unknown, reject?: (reason: unknown) => unknown) {
-            rows ??= once(start, async (started) => await started)
+            rows ??= traced(async (started) => await started)
             return rows.then(resolve, reject)
           },
-          values: () => once(start, async (started) => await started.values()),
-          raw: () => once(start, async (started) => await started.raw())
+          values: () => traced(async (started) => await started.values()),
+          raw: () => traced(async (started) => await started.raw())
         }
         return query as unknown as Query
       }
@@ -112,6 +115,12 @@ interface PoolOptions {
   statementTimeoutMs: number | undefined
   /** The primary's pool: connections open where the election says, and must be read-write. */
   elector?: PrimaryElector
+}
+
+/** What a statement span says of the server a pool's statements run on. */
+function serverOf (url: string, role: StatementServer['role']): StatementServer {
+  const database = URL.canParse(url) ? decodeURIComponent(new URL(url).pathname.slice(1)) : ''
+  return database === '' ? { role } : { role, database }
 }
 
 /** postgres.js's documented "custom socket" option, which its type declarations leave out. */
@@ -133,7 +142,7 @@ function postgresPool (url: string, options: PoolOptions): postgres.Sql {
     onnotice: () => {},
     connection: { statement_timeout: options.statementTimeoutMs ?? 10_000, application_name: options.applicationName },
     ...primary
-  }))
+  }), serverOf(url, options.elector === undefined ? 'replica' : 'primary'))
 }
 
 export async function createDb (options: DbOptions): Promise<DbHandle> {
@@ -200,7 +209,7 @@ async function createPglite (dataDir: string | undefined): Promise<DbHandle> {
   if (dataDir !== undefined) await mkdir(dataDir, { recursive: true })
   // In a thread of its own: PGlite runs each query synchronously, and on the event loop a slow one
   // would stall every request. drizzle sees PGlite's interface; the thread answers it.
-  const client = await PgliteThread.create({ dataDir })
+  const client = tracedPglite(await PgliteThread.create({ dataDir }))
   const db = drizzlePglite(client as unknown as PGlite, { schema })
   return {
     db,

@@ -5,6 +5,7 @@ import { versionSql } from '../db/counters.js'
 import { entityTag, ifNoneMatch, type Conditional, type Revalidated } from './entity-tag.js'
 import { sharedRead } from '../db/shared-read.js'
 import { SizedLru } from '../memory/sized-lru.js'
+import { noteCacheLookup } from '../tracing/steps.js'
 
 // Collection reads are remembered with the versions of the tables they read (drizzle/0006: every
 // row any statement writes, from any client, grows its table's version). Each request reads the
@@ -97,7 +98,9 @@ export class VersionedCache<T> {
 
   async #lookup (key: string, versions: Versions, compute: () => Promise<T>): Promise<T> {
     const hit = this.#entries.get(key)
-    if (hit !== undefined && hit.versions === versions) return hit.value
+    const current = hit !== undefined && hit.versions === versions
+    noteCacheLookup(current)
+    if (current) return hit.value
     // Computed after the versions were read: if a write lands in between, the entry is newer than
     // its versions say, and the next read simply computes it again.
     const value = await compute()

@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net'
 import { Duplex } from 'node:stream'
 import { PrimaryUnavailableError } from '../../errors.js'
+import { primaryWait } from '../statement-spans.js'
 import type { History } from './history.js'
 import { parseHosts, type Host } from './hosts.js'
 import { ServerProbe, type ServerState } from './probe.js'
@@ -143,11 +144,15 @@ export class PrimaryElector implements HistorySource {
 
   async #connect (): Promise<Socket> {
     const asked = Date.now()
-    let elected = this.#elected !== undefined && asked - this.#electedAt < FRESH_MS ? this.#elected : await this.elect()
+    const fresh = this.#elected !== undefined && asked - this.#electedAt < FRESH_MS
+    // Waiting for an election, or finding no primary, is a step of the request the connection is for (CONTRACT 15).
+    const waited = fresh ? undefined : primaryWait()
+    let elected = fresh ? this.#elected : await this.elect()
     // An election already running when the connection was asked for may have probed a server still
     // starting: none found is only believed from probes begun after the ask.
     if (elected === undefined && this.#electedAt < asked) elected = await this.elect()
     const host = elected === undefined ? undefined : this.#hosts[elected.index]
+    waited?.(host)
     if (host === undefined) return refused()
     const generation = this.#generation
     // Handed over connected: a host that died since its election refuses here, and the driver gets

@@ -248,7 +248,7 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
           return
         }
         const at = { epoch: first.epoch, position: first.next, limit: request.limit, catchingUp: first.hasMore, read: first.read }
-        if (first.empty || stream.write(frameEvent(first)) === 'ready') hub.place(stream, at)
+        if (first.empty || stream.writeEvent(frameEvent(first)) === 'ready') hub.place(stream, at)
         else stream.whenReady(() => { hub.place(stream, at) })
       } finally {
         release()

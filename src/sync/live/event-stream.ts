@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { ChangesAnswer } from '../changes.js'
 import type { Delivered, Group, Waiter } from './hub.js'
 import type { UnsentBytes } from './unsent-bytes.js'
+import { liveSpan } from '../../tracing/live-span.js'
 
 // Server-Sent Events framing (CONTRACT 13), written here rather than with @fastify/sse: that plugin
 // formats and serialises every message again for every client, and keeps a timer per connection for
@@ -87,6 +88,8 @@ export class EventStream implements Waiter {
   #onReady: (() => void) | undefined
   /** Every write's callback: the socket took a slice. */
   readonly #taken = (): void => { this.#progress() }
+  // Tracing (CONTRACT 15): made while the request is handled; its span counts the events written.
+  readonly #span = liveSpan('stream')
 
   constructor (readonly response: ServerResponse, private readonly options: EventStreamOptions) {}
 
@@ -105,12 +108,19 @@ export class EventStream implements Waiter {
   }
 
   answer (_answer: ChangesAnswer, event: () => Buffer): Delivered {
-    return this.write(event())
+    return this.writeEvent(event())
+  }
+
+  /** Writes an event (framed by frameEvent), counted as a delivery; see write(). */
+  writeEvent (framed: Buffer): Delivered {
+    const delivered = this.write(framed)
+    if (delivered !== 'gone') this.#span.delivered()
+    return delivered
   }
 
   /**
-   * Writes a whole event (framed by frameEvent): 'gone' when the stream is closed, 'paced' when its
-   * client must read before it gets another, else 'ready'.
+   * Writes a whole block (an event, or a keep-alive): 'gone' when the stream is closed, 'paced' when
+   * its client must read before it gets another, else 'ready'.
    */
   write (framed: Buffer): Delivered {
     const socket = this.response.socket
