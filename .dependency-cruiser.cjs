@@ -20,6 +20,7 @@
 /** Folders allowed directly under src/. Add a line here for a new capability. */
 const CAPABILITY_FOLDERS = [
   'auth',
+  'changes',
   'db',
   'dev-idp',
   'http',
@@ -34,7 +35,6 @@ const CAPABILITY_FOLDERS = [
   'pages',
   'schemas',
   'search',
-  'sync',
   // OpenTelemetry: the SDK (plugins/tracing.ts and src/app.ts start it), its OTEL_* settings
   // (src/config.ts), and the calls capabilities make to report their own steps. It imports
   // src/db/ only (statement spans), so any capability may call it.
@@ -43,14 +43,48 @@ const CAPABILITY_FOLDERS = [
   'users'
 ]
 
-/** Folders that hold one entity each (its repository, rows and writers). */
-const ENTITY_FOLDERS = ['messages', 'users', 'movies']
+/**
+ * Which capability may use which, written once: from the bottom up, a folder under src/ may import
+ * only the folders of the layers before its own, never one of its own layer or above. So every import
+ * between folders points down, and no two folders can depend on each other, even through others.
+ *
+ *   db            storage: the drivers, statements, counters, the change log, failover
+ *   tracing       spans for the steps of every capability (marks the database's statements)
+ *   leaves        wire schemas, memory bounds, HTTP helpers, logging, load shedding, the weather upstream
+ *   http-cache    versions, ETags, representations; auth: tokens, keys, roles, userinfo; the OpenAPI
+ *                 document's shared parts (from the schemas)
+ *   pages         the collection convention; search: term matching; idempotency; the dev identity provider
+ *   users, movies entities built on pages
+ *   messages      the messages, built on pages, search, idempotency and roles
+ *   changes       the change feed of the messages, and its live delivery
+ */
+const LAYERS = [
+  ['db'],
+  ['tracing'],
+  ['schemas', 'memory', 'http', 'logging', 'load-shedding', 'upstream'],
+  ['http-cache', 'auth', 'openapi'],
+  ['pages', 'search', 'idempotency', 'dev-idp'],
+  ['users', 'movies'],
+  ['messages'],
+  ['changes']
+]
 
-/** Feature folders that build on pages, the HTTP cache and the entities. */
-const FEATURE_FOLDERS = ['sync', 'search', 'idempotency']
+/** One rule per layer: its folders import nothing of their own layer (but themselves) or above. */
+const LAYER_RULES = LAYERS.map((folders, index) => ({
+  name: `layer-${folders.join('-')}`,
+  severity: 'error',
+  comment:
+    `src/${folders.join(', src/')} may import only the capabilities of the layers below (LAYERS in ` +
+    '.dependency-cruiser.cjs, which says why each sits where it does). An import sideways or up ' +
+    'turns the layering into a web: move the shared part down, or pass it in as a parameter.',
+  from: { path: `^src/(${folders.join('|')})/` },
+  to: {
+    path: `^src/(${LAYERS.slice(index).flat().join('|')})/`,
+    pathNot: '^src/$1/'
+  }
+}))
 
 const oneOf = (names) => `(${names.join('|')})`
-const under = (names) => `^src/${oneOf(names)}/`
 
 const UNKNOWN_SRC_FOLDER = `^src/(?!${oneOf(CAPABILITY_FOLDERS)}/)[^/]+/`
 const KNOWN_FOLDERS_COMMENT =
@@ -170,60 +204,27 @@ module.exports = {
       to: {}
     },
 
-    // 8. Capabilities depend one way:
-    //    memory <- http-cache <- pages <- entities and features.
-    {
-      name: 'memory-imports-no-capability',
-      severity: 'error',
-      comment:
-        'src/memory/ (sized LRU, memory budget) is a leaf every cache builds on. It ' +
-        'imports nothing from other src/ folders, so any capability can use it ' +
-        'without pulling in storage or HTTP concerns.',
-      from: { path: '^src/memory/' },
-      to: {
-        path: '^src/[^/]+/',
-        pathNot: '^src/memory/'
-      }
-    },
-    {
-      name: 'http-cache-not-to-pages-entities-features',
-      severity: 'error',
-      comment:
-        'src/http-cache/ (versions, ETags, representations) sits below pages and ' +
-        'below every entity and feature that uses it. Knowing about a particular ' +
-        'collection or entity would make it depend on its own users; pass what it ' +
-        'needs in as parameters instead.',
-      from: { path: '^src/http-cache/' },
-      to: {
-        path: under(['pages', ...ENTITY_FOLDERS, ...FEATURE_FOLDERS])
-      }
-    },
-    {
-      name: 'pages-not-to-entities-features',
-      severity: 'error',
-      comment:
-        'src/pages/ is the collection convention shared by every list. It must not ' +
-        'know any one entity (messages, users, movies) or the features built on ' +
-        'pages (sync, search, idempotency); they plug in through parameters and types ' +
-        'that src/pages/ defines.',
-      from: { path: '^src/pages/' },
-      to: { path: under([...ENTITY_FOLDERS, ...FEATURE_FOLDERS]) }
-    },
+    // 8. Capabilities depend one way, layer by layer (LAYERS above).
+    ...LAYER_RULES,
 
-    // 9. Tracing is reported into from everywhere, so it depends on nothing above the storage layer.
+    // 9. Routes handle requests through the capabilities; tools stand apart from the tests.
     {
-      name: 'tracing-imports-only-db',
+      name: 'routes-not-to-db',
       severity: 'error',
       comment:
-        'src/tracing/ is called by capabilities to report their own steps (provisioning, the ' +
-        'page cache, live delivery) and by the wiring to start the SDK. It may import src/db/ ' +
-        '(whose statement spans it marks), nothing else from src/: a capability it imported ' +
-        'would import it back.',
-      from: { path: '^src/tracing/' },
-      to: {
-        path: '^src/',
-        pathNot: ['^src/tracing/', '^src/db/']
-      }
+        'A route calls one function of its capability and sends what it gets back. The database is ' +
+        'the capabilities\' business: a route that imports src/db/ reaches past them.',
+      from: { path: '^routes/' },
+      to: { path: '^src/db/' }
+    },
+    {
+      name: 'tools-not-to-test',
+      severity: 'error',
+      comment:
+        'bench/ and scripts/ are tools a user runs; test/ is the suite. What both need (throwaway ' +
+        'PostgreSQL clusters, the seed) lives with the tools, and the tests import it from there.',
+      from: { path: '^(bench|scripts)/' },
+      to: { path: '^test/' }
     },
 
     // 10. Safety rules.

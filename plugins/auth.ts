@@ -3,8 +3,8 @@ import fastifyJwt from '@fastify/jwt'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { createKeyResolver } from '../src/auth/jwks.js'
-import { provisionOnFirstUse, type UnknownCaller } from '../src/auth/provision-on-first-use.js'
-import { createLocalUserResolver } from '../src/auth/resolve-local-user.js'
+import type { Caller } from '../src/users/local-user.js'
+import { provisionOnFirstUse, type UnknownCaller } from '../src/users/provision-on-first-use.js'
 import { DEFAULT_ROLE } from '../src/auth/roles.js'
 import { createUserinfoClient, type UserinfoProfile } from '../src/auth/userinfo.js'
 import { VerifiedTokens } from '../src/auth/verified-tokens.js'
@@ -33,6 +33,8 @@ declare module 'fastify' {
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
     /** The caller's local user record, provisioned from userinfo on first sight (SPEC 5.5). */
     resolveLocalUser: (request: FastifyRequest) => Promise<LocalUser>
+    /** The authenticated caller, as the users capability takes one (its subject, role and userinfo). */
+    callerOf: (request: FastifyRequest) => Caller
     /**
      * Runs `attempt` as the caller; when it answers null (the caller has no local user yet), provisions
      * the local user as resolveLocalUser does and runs it once more.
@@ -82,7 +84,6 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
   const resolveKey = createKeyResolver({ issuer, timeoutMs: opts.upstreamTimeoutMs, unknownKidIntervalMs: opts.unknownKidIntervalMs })
   const userinfo = createUserinfoClient({ issuer, timeoutMs: opts.upstreamTimeoutMs })
   app.addHook('onClose', async () => { await userinfo.close() })
-  const resolve = createLocalUserResolver(app.usersRepository)
   const keyUsed = new WeakMap<FastifyRequest, { header: { alg?: unknown, kid?: unknown }, pem: string, exp: unknown }>()
 
   await app.register(fastifyJwt, {
@@ -163,22 +164,28 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
     }
   })
 
-  async function resolveLocalUser (request: FastifyRequest): Promise<LocalUser> {
+  /** The authenticated caller as the users capability sees one: its profile comes from userinfo with the caller's own token. */
+  function callerOf (request: FastifyRequest): Caller {
     const user = request.user
     if (user === null) throw new UnauthorizedError()
     const token = bearerToken(request)
-    const loadProfile = opts.testAuth === true || token === undefined
+    const profile = opts.testAuth === true || token === undefined
       ? async (): Promise<UserinfoProfile> => ({ sub: user.sub, email: user.email ?? null, name: user.name ?? null, role: user.role })
       : () => userinfo.fetch(token)
-    return resolve(user.sub, loadProfile)
+    return { sub: user.sub, role: user.role, profile }
   }
 
+  async function resolveLocalUser (request: FastifyRequest): Promise<LocalUser> {
+    return await app.usersRepository.localUser(callerOf(request))
+  }
+
+  app.decorate('callerOf', callerOf)
   app.decorate('resolveLocalUser', resolveLocalUser)
 
   app.decorate('asLocalUser', function asLocalUser<T> (request: FastifyRequest, attempt: () => Promise<T | UnknownCaller>): Promise<T> {
     return provisionOnFirstUse(attempt, () => resolveLocalUser(request))
   })
-}, { name: 'auth', fastify: '5.x', dependencies: ['db'] })
+}, { name: 'auth', fastify: '5.x', dependencies: ['users'] })
 
 /** SPEC 5.7 stub: `x-test-user: {"sub":"alice","role":"Admin"}`. Anything unreadable is 401. */
 function testUser (header: string | string[] | undefined): AuthenticatedUser {

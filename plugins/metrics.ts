@@ -7,7 +7,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { UnauthorizedError } from '../src/errors.js'
 import { heavyReadCounts } from '../src/db/heavy-reads.js'
 import { deepPageReads, type DeepPageRead } from '../src/pages/deep-page-reads.js'
-import { liveDeliveries } from '../src/sync/live/deliveries.js'
+import { liveDeliveries } from '../src/changes/live/delay-metric.js'
 import { writeGroups, type WriteGroup } from '../src/messages/write-groups.js'
 
 export interface MetricsPluginOptions {
@@ -78,43 +78,43 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
     name: 'live_long_polls_held',
     help: 'Long-polls on the change feed held by this instance',
     registers: [],
-    collect () { this.set(app.live.stats().heldPolls) }
+    collect () { this.set(app.changes.stats().heldPolls) }
   }))
   register.registerMetric(new Gauge({
     name: 'live_streams_open',
     help: 'Server-Sent Event streams of the change feed open on this instance',
     registers: [],
-    collect () { this.set(app.live.stats().openStreams) }
+    collect () { this.set(app.changes.stats().openStreams) }
   }))
   register.registerMetric(new Counter({
     name: 'live_watch_queries_total',
     help: 'Reads of the change-log head by this instance\'s watcher (one per interval while clients wait, however many)',
     registers: [],
-    collect () { this.reset(); this.inc(app.live.stats().watchReads) }
+    collect () { this.reset(); this.inc(app.changes.stats().watchReads) }
   }))
   register.registerMetric(new Counter({
     name: 'live_answer_reads_total',
     help: 'Answers read for waiting positions: one per position, shared by every client waiting there',
     registers: [],
-    collect () { this.reset(); this.inc(app.live.stats().answerReads) }
+    collect () { this.reset(); this.inc(app.changes.stats().answerReads) }
   }))
   register.registerMetric(new Gauge({
     name: 'live_streams_paced',
     help: 'Streams waiting for their client to read what they were sent before they get their next answer',
     registers: [],
-    collect () { this.set(app.live.stats().pacedStreams) }
+    collect () { this.set(app.changes.stats().pacedStreams) }
   }))
   register.registerMetric(new Counter({
     name: 'live_streams_stalled_total',
     help: 'Streams closed because their client read nothing for LIVE_STALL_S',
     registers: [],
-    collect () { this.reset(); this.inc(app.live.stats().stalledStreams) }
+    collect () { this.reset(); this.inc(app.changes.stats().stalledStreams) }
   }))
   register.registerMetric(new Gauge({
     name: 'live_unsent_bytes',
     help: 'Event bytes written to this instance\'s streams that their clients have not taken yet, with room reserved for answers being read',
     registers: [],
-    collect () { this.set(app.live.stats().unsentBytes) }
+    collect () { this.set(app.changes.stats().unsentBytes) }
   }))
   const liveDelay = new Histogram({
     name: 'live_delivery_delay_seconds',
@@ -199,4 +199,4 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
     reply.type(register.contentType)
     return await register.metrics()
   })
-}, { name: 'metrics', fastify: '5.x', dependencies: ['db', 'live'] })
+}, { name: 'metrics', fastify: '5.x', dependencies: ['db', 'changes'] })

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { checkReadiness } from '../src/db/readiness.js'
+import { DrainingError } from '../src/errors.js'
 import { ErrorRef, HealthSchema, Ref } from '../src/schemas/common.js'
 
 const health: FastifyPluginAsyncTypebox = async function (app) {
@@ -32,7 +32,11 @@ const health: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: Ref(HealthSchema), 503: ErrorRef }
     }
   }, async function () {
-    return await checkReadiness({ isDraining, pingDatabase })
+    // Ready while the database answers, not once shutdown has begun, so a load balancer stops
+    // sending traffic (CONTRACT 11); the draining 503 is expected, and logged at debug.
+    if (isDraining()) throw new DrainingError()
+    await pingDatabase()
+    return { ok: true as const }
   })
 }
 

@@ -3,19 +3,23 @@ import type { IncomingMessage, Server } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyHttpOptions, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import authPlugin from '../plugins/auth.js'
+import changesPlugin from '../plugins/changes.js'
 import compressionPlugin from '../plugins/compression.js'
 import corsPlugin from '../plugins/cors.js'
 import dbPlugin from '../plugins/db.js'
+import idempotencyPlugin from '../plugins/idempotency.js'
 import errorsPlugin, { clientErrorHandler, createErrorHandler } from '../plugins/errors.js'
 import securityPlugin from '../plugins/security.js'
 import swaggerPlugin from '../plugins/swagger.js'
+import usersPlugin from '../plugins/users.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
 import rolesPlugin from '../plugins/roles.js'
 import validationPlugin from '../plugins/validation.js'
 import lifecyclePlugin from '../plugins/lifecycle.js'
-import livePlugin from '../plugins/live.js'
 import loadSheddingPlugin from '../plugins/load-shedding.js'
+import messagesPlugin from '../plugins/messages.js'
 import metricsPlugin from '../plugins/metrics.js'
+import moviesPlugin from '../plugins/movies.js'
 import requestLogPlugin from '../plugins/request-log.js'
 import healthRoutes from '../routes/health.js'
 import helloRoutes from '../routes/hello/index.js'
@@ -211,11 +215,15 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     dataDir: options.dataDir,
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
-    readUrls: config.databaseReadUrls,
-    idempotencyTtlHours: config.idempotencyTtlHours,
-    syncRetentionHours: config.syncRetentionHours
+    readUrls: config.databaseReadUrls
   })
-  await app.register(livePlugin, {
+  // Each capability's repository and upkeep, on the database handles.
+  await app.register(usersPlugin)
+  await app.register(messagesPlugin, { idempotencyTtlHours: config.idempotencyTtlHours })
+  await app.register(moviesPlugin)
+  await app.register(idempotencyPlugin, { ttlHours: config.idempotencyTtlHours })
+  await app.register(changesPlugin, {
+    retentionHours: config.syncRetentionHours,
     maxConnections: config.liveMaxConnections,
     maxPerClient: config.liveMaxPerClient,
     maxBufferBytes: config.liveMaxBufferBytes,

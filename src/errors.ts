@@ -53,3 +53,14 @@ export function isExpectedUnavailable (err: { code?: unknown }): boolean {
 export function isPublicError (err: { code?: unknown }): boolean {
   return typeof err.code === 'string' && err.code.startsWith('API_')
 }
+
+/**
+ * A collection read's failure as SPEC 4.9 rule 4 answers it: 500 `Failed to retrieve <collection>`,
+ * the driver's error as its cause. An invalid cursor stays the 400 it is.
+ */
+export function retrieveFailure (collection: string): (err: unknown) => never {
+  return (err) => {
+    if (err instanceof InvalidCursorError) throw err
+    throw new RetrieveFailedError(collection, { cause: err })
+  }
+}

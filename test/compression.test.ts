@@ -1,7 +1,7 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import Fastify from 'fastify'
 import t from 'tap'
-import { chooseEncoding, compress, createRepresentationSender, type Compress } from '../src/http-cache/representation.js'
+import { chooseEncoding, compress, createRepresentation, type Compress } from '../src/http-cache/representation.js'
 import { build } from './helpers/build.js'
 import { createAuthor, createMessages } from './helpers/fixtures.js'
 
@@ -89,14 +89,14 @@ t.test('a payload served again is serialized once and compressed once per encodi
   }
   const app = Fastify()
   t.teardown(() => app.close())
-  const send = createRepresentationSender({ cacheControl: 'no-cache', compress: counting })
+  const representation = createRepresentation({ cacheControl: 'no-cache', compress: counting })
   const makePage = () => ({ data: Array.from({ length: 40 }, (_, i) => ({ id: i, text: `item ${i} `.repeat(5) })) })
   let page = makePage()
   let served = 0
-  app.get('/page', async (request, reply) => send(request, reply, async () => {
+  app.get('/page', async (request, reply) => {
     served++
-    return { tag: 'W/"1"', notModified: false, value: page }
-  }))
+    return representation.send(request, reply, { tag: 'W/"1"', notModified: false, value: page })
+  })
   const bodies = new Map<string, Buffer>()
   for (let round = 0; round < 3; round++) {
     for (const encoding of ['br', 'gzip', 'identity']) {

@@ -260,7 +260,7 @@ t.test('anchors still being read serve the pages they reach, exactly, and a writ
   t.teardown(() => { deepPageReads.unsubscribe(listener) })
   const at = async (c: Combination, offset: number, limit: number): Promise<{ ids: number[], total: number }> => {
     const values = c.params.priority === undefined ? {} : { priority: c.params.priority }
-    const result = await reader.read(w.app.db, values, { page: 1, limit, offset, sort: c.sort, order: c.desc ? 'desc' : 'asc', cursor: null, filters: '' })
+    const result = await reader.read(w.app.db, values, { page: 1, limit, offset, sort: c.sort, order: c.desc ? 'desc' : 'asc', cursor: null, filters: '', collection: 'messages' })
     return { ids: (result.rows as Array<{ id: number }>).map((row) => Number(row.id)), total: result.total }
   }
   const mismatches = async (c: Combination, offsets: number[], limit: number): Promise<string[]> => {

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import type { App } from '../src/app.js'
-import { decodeSyncToken, encodeSyncToken } from '../src/sync/token.js'
+import { decodeSyncToken, encodeSyncToken } from '../src/changes/token.js'
 import { build } from './helpers/build.js'
 import { createAuthor, createMessages, queryRows } from './helpers/fixtures.js'
 import { quiesce } from './helpers/sync-client.js'
@@ -247,23 +247,23 @@ t.test('retention: the log is pruned below the horizon of SYNC_RETENTION_HOURS a
   // older than these changes has ended, so that the mark falls after them (at once on a server of its own).
   const pastOurs = async () => (await queryRows<{ past: boolean }>(app.db, sql`select pg_snapshot_xmin(pg_current_snapshot()) > (select max(xid) from message_changes) as past`))[0]?.past === true
   for (let waited = 0; !(await pastOurs()) && waited < 60_000; waited += 100) await sleep(100)
-  t.equal(await app.messageChanges.prune(), 0, 'the first run only marks where the oldest transaction stands')
+  t.equal(await app.changes.prune(), 0, 'the first run only marks where the oldest transaction stands')
   await sleep(2000)
   await createMessages(app, alice.id, 1)
-  t.equal(await app.messageChanges.prune(), 7, 'a mark older than the retention: everything logged before it goes')
+  t.equal(await app.changes.prune(), 7, 'a mark older than the retention: everything logged before it goes')
   t.equal(await logged(), 1, 'the change written after the mark stays')
   const restart = await follow(t, app, undefined)
   t.same(restart.entries.map((e) => [e.op, e.id]), [['upsert', 3], ['upsert', 4], ['upsert', 5], ['upsert', 6]])
 })
 
 t.test('tokens are opaque but round-trip exactly', async (t) => {
-  const token = { epoch: '3', issuedAt: 1795475265371, position: { kind: 'changes' as const, xid: '18446744073709551615', id: 9007199254740991 }, read: { timeline: 4294967295, lsn: 18446744073709551615n } }
+  const token = { epoch: '3', issuedAt: 1795475265371, position: { kind: 'changes' as const, xid: '18446744073709551615', id: 9007199254740991 }, point: { timeline: 4294967295, lsn: 18446744073709551615n } }
   t.same(decodeSyncToken(encodeSyncToken(token)), token)
-  const snapshot = { epoch: '1', issuedAt: 0, position: { kind: 'snapshot' as const, watermark: '744', after: 0 }, read: { timeline: 1, lsn: 24050128n } }
+  const snapshot = { epoch: '1', issuedAt: 0, position: { kind: 'snapshot' as const, watermark: '744', after: 0 }, point: { timeline: 1, lsn: 24050128n } }
   t.same(decodeSyncToken(encodeSyncToken(snapshot)), snapshot)
   // Tokens issued before they named their history: an unknown point of timeline 1.
   const v1 = Buffer.from('1.c.3.744.12.1795475265371').toString('base64url')
-  t.same(decodeSyncToken(v1), { epoch: '3', issuedAt: 1795475265371, position: { kind: 'changes', xid: '744', id: 12 }, read: { timeline: 1, lsn: 18446744073709551615n } })
+  t.same(decodeSyncToken(v1), { epoch: '3', issuedAt: 1795475265371, position: { kind: 'changes', xid: '744', id: 12 }, point: { timeline: 1, lsn: 18446744073709551615n } })
 })
 
 t.test('the OpenAPI document declares the route, its query (wait included) and its 200 as JSON and as events, 400 and 410', async (t) => {

@@ -133,7 +133,7 @@ t.test('SPEC 7.4: in development a 500 carries the real message and the stack', 
 
   await app.db.execute(sql`alter table users rename to users_broken`)
   // The error the handler will meet, produced for real by the same repository call.
-  const real = await app.messagesRepository.getById(message!.id, { scope: '', ifNoneMatch: undefined }).then(() => null, (err: unknown) => err as Error)
+  const real = await app.messagesRepository.getOne(message!.id, { scope: '', ifNoneMatch: undefined }).then(() => null, (err: unknown) => err as Error)
   t.ok(real instanceof Error, 'the broken table makes the lookup fail')
 
   const res = await app.inject({ method: 'GET', url: `/v2/messages/${message!.id}` })

@@ -3,7 +3,7 @@
 // LIVE_MAX_BUFFER_BYTES and an initial copy of large rows reach clients that keep reading, however
 // slowly, on one connection each and exactly. Clients that stop reading are live-stalls.test.ts.
 import t, { type Test } from 'tap'
-import { ANSWER_MAX_BYTES } from '../src/sync/changes.js'
+import { ANSWER_MAX_BYTES } from '../src/changes/feed.js'
 import { run } from './helpers/exactness.js'
 import { openEventSource, type EventSourceClient } from './helpers/event-source.js'
 import { createAuthor } from './helpers/fixtures.js'

@@ -5,7 +5,7 @@
 // reconnecting EventSource asks for a recent one.
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
 import t from 'tap'
-import { connectionKey, unacknowledgedBytes } from '../src/sync/live/unacknowledged.js'
+import { connectionKey, unacknowledgedBytes } from '../src/changes/live/unacknowledged.js'
 import { bounded } from './helpers/bounded.js'
 import { run } from './helpers/exactness.js'
 import { openEventSource } from './helpers/event-source.js'
@@ -153,7 +153,7 @@ t.test('SIGTERM with a stalled stream: the instance still exits 0 within its gra
 })
 
 // The system's own count, which tells a stalled client apart when everything it was sent fits in the
-// buffers and the process holds nothing unsent (src/sync/live/unacknowledged.ts).
+// buffers and the process holds nothing unsent (src/changes/live/unacknowledged.ts).
 t.test('the system tells which connection\'s peer acknowledges nothing', { skip: process.platform === 'linux' ? false : 'reads /proc/net/tcp' }, async (t) => {
   const server = createServer()
   const accepted = new Promise<Socket>((resolve) => { server.once('connection', resolve) })
@@ -165,18 +165,18 @@ t.test('the system tells which connection\'s peer acknowledges nothing', { skip:
   const side = await accepted
   t.teardown(() => { side.destroy() })
   const key = connectionKey(side.localPort, side.remotePort)
-  t.equal((await unacknowledgedBytes())?.get(key), 0, 'nothing sent: nothing unacknowledged')
+  t.equal((await unacknowledgedBytes({ localPorts: new Set([side.localPort!]), ipv4: true, ipv6: false }))?.get(key), 0, 'nothing sent: nothing unacknowledged')
   // Written until the system takes no more: the client's window is full.
   const block = Buffer.alloc(65_536)
   for (let i = 0; i < 1_000 && side.writableLength === 0; i++) side.write(block)
   t.ok(side.writableLength > 0, 'the system\'s buffers are full')
-  const stuck = (await unacknowledgedBytes())?.get(key) ?? 0
+  const stuck = (await unacknowledgedBytes({ localPorts: new Set([side.localPort!]), ipv4: true, ipv6: false }))?.get(key) ?? 0
   t.ok(stuck > 0, `${stuck} bytes unacknowledged`)
   client.resume()
   client.on('data', () => {})
   await new Promise<void>((resolve) => { side.write(Buffer.alloc(0), () => { resolve() }) })
   const deadline = performance.now() + STUCK_MS
-  while (((await unacknowledgedBytes())?.get(key) ?? -1) !== 0) {
+  while (((await unacknowledgedBytes({ localPorts: new Set([side.localPort!]), ipv4: true, ipv6: false }))?.get(key) ?? -1) !== 0) {
     if (performance.now() > deadline) throw new Error('the client read everything, yet bytes stay unacknowledged')
     await new Promise((resolve) => setTimeout(resolve, 20))
   }

@@ -16,13 +16,14 @@ t.test('a page of seeded messages is estimated as the heap measured it', async (
     const m = generateMessage(random)
     return { ...m, author: { id: i, name: seedUser(i + 1).name } }
   })
-  const estimate = pageBytes({ rows, keys: rows.map(() => '2026-01-01T00:00:00.000Z') }, messageBytes)
+  const cursor = 'eyJrIjoiMjAyNi0wMS0wMVQwMDowMDowMC4wMDBaIiwiaSI6MTJ9.abcdefghijk'
+  const estimate = pageBytes({ data: rows, pagination: { nextCursor: cursor, prevCursor: cursor } }, messageBytes)
   // Heap snapshots: 17.8 KB a cached 25-message page (src/memory/budget.ts). The estimate must not
   // fall below it, or the bound would not hold; nor far above, or the cache would hold needlessly little.
   t.ok(estimate >= 17_800 && estimate <= 23_000, `estimate ${estimate} bytes`)
   t.ok(messageBytes({ content: 'x'.repeat(1000), subject: null, author: {} }) > messageBytes({ content: 'x', subject: null, author: {} }) + 1900,
     'a longer text costs twice its length (the string, and its copy in the serialized body)')
-  t.equal(pageBytes({ rows: [], keys: [] }, messageBytes), 400, 'an empty page still costs its object and body')
+  t.equal(pageBytes({ data: [], pagination: { nextCursor: null, prevCursor: null } }, messageBytes), 400, 'an empty page still costs its object and body')
   t.ok(userBytes({ subjectId: 'auth0|1', email: 'a@example.com', name: null }) > 480)
   t.ok(movieBytes({ title: 'Alien', genre: 'Horror' }) > 260)
 })

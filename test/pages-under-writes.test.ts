@@ -66,7 +66,7 @@ t.test('deep pages by subject read during writes are each the page of one snapsh
     const limit = 10 + (i % 21)
     // Alternately near the end (walked from the end of the index) and nearer the start.
     const offset = i % 2 === 0 ? before - limit - ((i * 37) % 600) : 1000 + ((i * 53) % 700)
-    const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'asc', cursor: null, filters: '' })
+    const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'asc', cursor: null, filters: '', collection: 'messages' })
     const ids = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
     const want = expected.slice(offset, offset + limit)
     totals.push(page.total)

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { provisionOnFirstUse } from '../src/auth/provision-on-first-use.js'
+import { provisionOnFirstUse } from '../src/users/provision-on-first-use.js'
 
 /** An attempt that answers the listed results in turn, and a provisioner, both counting their calls. */
 function scripted<T> (results: Array<T | null>) {

@@ -38,7 +38,7 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
   deepPageReads.subscribe(listener)
   t.teardown(() => { deepPageReads.unsubscribe(listener) })
   const read = async (request: Partial<PageRequest<MessageSort>> & { sort: MessageSort, order: SortOrder }, values = {}): Promise<void> => {
-    await reader.read(w.app.db, values, { page: 1, limit: 25, offset: 0, cursor: null, filters: '', ...request })
+    await reader.read(w.app.db, values, { page: 1, limit: 25, offset: 0, cursor: null, filters: '', collection: 'messages', ...request })
   }
 
   // Under writes: a row written before each page makes any anchors out of date, so that deep pages

@@ -1,27 +1,33 @@
+import { negotiate } from '@fastify/accept-negotiator'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { MissingQueryError } from '../../src/errors.js'
-import { found } from '../../src/http-cache/entity-tag.js'
 import { createIdempotentCreator } from '../../src/idempotency/idempotent-create.js'
-import { pageLinks } from '../../src/pages/links.js'
-import { readPage } from '../../src/pages/page.js'
-import { createRepresentationSender } from '../../src/http-cache/representation.js'
+import { createRepresentation, sendJson } from '../../src/http-cache/representation.js'
 import { messageLocation } from '../../src/messages/row.js'
-import { MESSAGE_SORT_FIELDS } from '../../src/schemas/messages.js'
+import { SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT, SYNC_MAX_WAIT } from '../../src/schemas/messages.js'
+import { clampInteger, clampLimit } from '../../src/pages/request.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import {
   changesResponse, CreateMessageBody, createdMessageResponse, IdempotencyKeyHeaders, keyInProgressResponse, keyReusedResponse, liveClientLimitResponse,
   liveFullResponse, MessageChangesQuery, MessageChangesSchema, MessageListQuery, MessagePageSchema, MessageSchema, MessageSearchQuery
 } from '../../src/schemas/messages.js'
 
+const EVENT_STREAM = ['application/json', 'text/event-stream']
+
+/** `Accept: text/event-stream` (an EventSource sends exactly that); anything else, JSON. */
+function wantsEvents (accept: string | undefined): boolean {
+  return accept !== undefined && negotiate(accept, EVENT_STREAM) === 'text/event-stream'
+}
+
 const messages: FastifyPluginAsyncTypebox = async function (app) {
-  const { messagesRepository, idempotencyRepository } = app
+  const { messagesRepository, idempotencyRepository, changes } = app
   const MessageRef = Ref(MessageSchema)
   // Tagged public reads (CONTRACT 12). Cached pages and messages come back as the same objects: each
   // is serialized once per route and compressed once per encoding.
-  const sendList = createRepresentationSender({ cacheControl: 'no-cache' })
-  const sendSearch = createRepresentationSender({ cacheControl: 'no-cache' })
-  const sendMessage = createRepresentationSender({ cacheControl: 'no-cache' })
+  const list = createRepresentation({ cacheControl: 'no-cache', links: true })
+  const search = createRepresentation({ cacheControl: 'no-cache', links: true })
+  const item = createRepresentation({ cacheControl: 'no-cache' })
   // CONTRACT 12: with an Idempotency-Key, a retried create is answered with the first 201.
   const createIdempotently = createIdempotentCreator(idempotencyRepository)
 
@@ -36,9 +42,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: Ref(MessagePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
-    const query = request.query
-    return sendList(request, reply, (conditional) => readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.list(query, page, conditional)),
-      (page) => ({ link: pageLinks(request.url, page) }))
+    return list.send(request, reply, await messagesRepository.listPage(request.query, list.conditional(request)))
   })
 
   app.get('/search', {
@@ -51,11 +55,9 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: Ref(MessagePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
-    const query = request.query
-    const term = query.q
+    const term = request.query.q
     if (term === undefined || term.trim() === '') throw new MissingQueryError('q')
-    return sendSearch(request, reply, (conditional) => readPage('messages', query, MESSAGE_SORT_FIELDS, (page) => messagesRepository.search(term, query, page, conditional)),
-      (page) => ({ link: pageLinks(request.url, page) }))
+    return search.send(request, reply, await messagesRepository.searchPage(term, request.query, search.conditional(request)))
   })
 
   // CONTRACT 12 and 13, delta sync: what changed since the client's token, whoever wrote it; held
@@ -81,7 +83,16 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       }
     }
   }, async function (request, reply) {
-    return app.serveChanges(request, reply)
+    const { since, limit, wait } = request.query
+    const asked = { since, limit: clampLimit(limit, SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT), wait: clampInteger(wait, 0, 0, SYNC_MAX_WAIT), address: request.ip }
+    // A HEAD has no body to stream: it is answered as the poll it would be.
+    if (request.method === 'GET' && wantsEvents(request.headers.accept)) {
+      // A reconnecting EventSource resumes from the last event it received.
+      const lastEventId = request.headers['last-event-id']
+      await changes.stream(reply, typeof lastEventId === 'string' && lastEventId !== '' ? { ...asked, since: lastEventId } : asked)
+      return reply
+    }
+    return sendJson(reply.header('cache-control', 'no-store'), await changes.poll(reply, asked))
   })
 
   app.get('/:id', {
@@ -94,7 +105,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: MessageRef, 304: NotModified, 400: ErrorRef, 404: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
-    return sendMessage(request, reply, async (conditional) => found(await messagesRepository.getById(request.params.id, conditional), 'Message'))
+    return item.send(request, reply, await messagesRepository.getOne(request.params.id, item.conditional(request)))
   })
 
   app.post('/', {

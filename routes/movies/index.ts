@@ -1,14 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { pageLinks } from '../../src/pages/links.js'
-import { readPage } from '../../src/pages/page.js'
-import { createRepresentationSender } from '../../src/http-cache/representation.js'
-import { MOVIE_SORT_FIELDS } from '../../src/schemas/movies.js'
+import { createRepresentation } from '../../src/http-cache/representation.js'
 import { ErrorRef, NotModified, Ref } from '../../src/schemas/common.js'
 import { MovieListQuery, MoviePageSchema } from '../../src/schemas/movies.js'
 
 const movies: FastifyPluginAsyncTypebox = async function (app) {
   const { moviesRepository } = app
-  const sendList = createRepresentationSender({ cacheControl: 'no-cache' })
+  const list = createRepresentation({ cacheControl: 'no-cache', links: true })
 
   app.get('/', {
     schema: {
@@ -20,9 +17,7 @@ const movies: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: Ref(MoviePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
-    const query = request.query
-    return sendList(request, reply, (conditional) => readPage('movies', query, MOVIE_SORT_FIELDS, (page) => moviesRepository.list(query, page, conditional)),
-      (page) => ({ link: pageLinks(request.url, page) }))
+    return list.send(request, reply, await moviesRepository.listPage(request.query, list.conditional(request)))
   })
 }
 

@@ -1,23 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { found } from '../../src/http-cache/entity-tag.js'
-import { pageLinks } from '../../src/pages/links.js'
-import { readPage } from '../../src/pages/page.js'
-import { callerScope, createRepresentationSender } from '../../src/http-cache/representation.js'
-import type { LocalUser } from '../../src/schemas/users.js'
-import { USER_SORT_FIELDS } from '../../src/schemas/users.js'
-import { visibleUser } from '../../src/users/visible-user.js'
+import { callerScope, createRepresentation } from '../../src/http-cache/representation.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import { UserListQuery, UserPageSchema, UserSchema } from '../../src/schemas/users.js'
-
-const exists = (user: LocalUser | null) => user !== null
 
 const users: FastifyPluginAsyncTypebox = async function (app) {
   const { usersRepository } = app
   const UserRef = Ref(UserSchema)
   // The caller's own reads (CONTRACT 12): private, tagged per caller where the body depends on it.
-  const sendMe = createRepresentationSender({ cacheControl: 'private, no-cache', scope: callerScope })
-  const sendList = createRepresentationSender({ cacheControl: 'private, no-cache' })
-  const sendUser = createRepresentationSender({ cacheControl: 'private, no-cache', scope: callerScope })
+  const me = createRepresentation({ cacheControl: 'private, no-cache', scope: callerScope })
+  const list = createRepresentation({ cacheControl: 'private, no-cache', links: true })
+  const user = createRepresentation({ cacheControl: 'private, no-cache', scope: callerScope })
 
   // Every route of this router needs a caller.
   app.addHook('onRequest', app.authenticate)
@@ -32,7 +24,7 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: UserRef, 304: NotModified, 401: ErrorRef, 502: ErrorRef }
     }
   }, async function (request, reply) {
-    return sendMe(request, reply, (conditional) => usersRepository.revalidate('me', conditional, async () => app.resolveLocalUser(request), exists))
+    return me.send(request, reply, await usersRepository.me(app.callerOf(request), me.conditional(request)))
   })
 
   app.get('/', {
@@ -47,9 +39,7 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: Ref(UserPageSchema), 304: NotModified, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
-    const query = request.query
-    return sendList(request, reply, (conditional) => readPage('users', query, USER_SORT_FIELDS, (page) => usersRepository.list(query, page, conditional)),
-      (page) => ({ link: pageLinks(request.url, page) }))
+    return list.send(request, reply, await usersRepository.listPage(request.query, list.conditional(request)))
   })
 
   app.get('/:id', {
@@ -63,9 +53,7 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: UserRef, 304: NotModified, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 404: ErrorRef, 502: ErrorRef }
     }
   }, async function (request, reply) {
-    const { id } = request.params
-    return sendUser(request, reply, async (conditional) => found(await usersRepository.revalidate(`user:${id}`, conditional,
-      async () => visibleUser(usersRepository, await app.resolveLocalUser(request), request.user!.role, id), exists), 'User'))
+    return user.send(request, reply, await usersRepository.visible(app.callerOf(request), request.params.id, user.conditional(request)))
   })
 }
 

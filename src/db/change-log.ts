@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm'
 
-// The change log of drizzle/0010, read by delta sync (src/sync/changes.ts) and by the anchors that
+// The change log of drizzle/0010, read by delta sync (src/changes/feed.ts) and by the anchors that
 // follow created rows (src/pages/anchors/). Scalar subqueries, so that the planner knows each is one row.
 
 /** A log of the ids every writing transaction wrote, kept in the writing transaction (drizzle/0010). */

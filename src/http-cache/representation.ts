@@ -3,6 +3,7 @@ import { brotliCompress, brotliCompressSync, constants, gzip, gzipSync } from 'n
 import negotiate from '@fastify/accept-negotiator'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { conditionalFor, type Conditional, type Revalidated } from './entity-tag.js'
+import { pageLinks, type PageLinksOf } from './links.js'
 import { SECURITY_HEADER_NAMES } from '../http/security-headers.js'
 
 // The tagged, serialized and compressed answer of a read (CONTRACT 12), made in one place. A payload
@@ -60,17 +61,18 @@ export interface RepresentationOptions {
   cacheControl: 'no-cache' | 'private, no-cache'
   /** Who the body is for, when it depends on the caller; public reads leave it out. */
   scope?: (request: FastifyRequest) => string
+  /** The body is a collection page: its 200 carries the RFC 8288 `Link` of its pagination. */
+  links?: boolean
   /** The compressor; `compress` above unless a test counts its calls. */
   compress?: Compress
 }
 
-export type ReadRevalidated<T> = (conditional: Conditional) => Promise<Revalidated<T>>
-
 /**
- * A sender for one route: runs the read with the request's conditional, then answers 304 with the tag,
- * or the body with its tag, serialized once per payload object and compressed once per encoding.
+ * The representations of one route (CONTRACT 12): `conditional` is what a read of the route's
+ * capability is revalidated against, and `send` answers with what the read gave back: 304 with the
+ * tag, or the body with its tag, serialized once per payload object and compressed once per encoding.
  */
-export function createRepresentationSender (options: RepresentationOptions) {
+export function createRepresentation (options: RepresentationOptions) {
   const encodedBodies = new WeakMap<object, Encoded>()
   const compressBody = options.compress ?? compress
 
@@ -96,23 +98,27 @@ export function createRepresentationSender (options: RepresentationOptions) {
     return body
   }
 
-  /** `headersOf`: what else a 200 carries that follows from its value (a page's Link). */
-  return async function send<T extends object> (request: FastifyRequest, reply: FastifyReply, read: ReadRevalidated<T>,
-    headersOf?: (value: T) => Record<string, string>): Promise<FastifyReply> {
-    const result = await read(conditionalFor(request.headers, options.scope?.(request) ?? ''))
-    reply.header('etag', result.tag).header('cache-control', options.cacheControl)
-    if (result.notModified) {
-      for (const name of SECURITY_HEADER_NAMES) reply.removeHeader(name)
-      return reply.code(304).send()
+  return {
+    /** The request's If-None-Match, and whom the body is for. */
+    conditional: (request: FastifyRequest): Conditional => conditionalFor(request.headers, options.scope?.(request) ?? ''),
+
+    async send<T extends object> (request: FastifyRequest, reply: FastifyReply, result: Revalidated<T>): Promise<FastifyReply> {
+      reply.header('etag', result.tag).header('cache-control', options.cacheControl)
+      if (result.notModified) {
+        for (const name of SECURITY_HEADER_NAMES) reply.removeHeader(name)
+        return reply.code(304).send()
+      }
+      if (options.links === true) reply.header('link', pageLinks(request.url, result.value as unknown as PageLinksOf))
+      const encoded = encodedOf(reply, result.value)
+      const encoding = encoded.identity.length < COMPRESS_THRESHOLD ? 'identity' : chooseEncoding(request.headers['accept-encoding'])
+      const body = await bodyFor(encoded, encoding)
+      if (encoding !== 'identity') reply.header('content-encoding', encoding)
+      return reply.type(JSON_TYPE).send(body)
     }
-    if (headersOf !== undefined) reply.headers(headersOf(result.value))
-    const encoded = encodedOf(reply, result.value)
-    const encoding = encoded.identity.length < COMPRESS_THRESHOLD ? 'identity' : chooseEncoding(request.headers['accept-encoding'])
-    const body = await bodyFor(encoded, encoding)
-    if (encoding !== 'identity') reply.header('content-encoding', encoding)
-    return reply.type(JSON_TYPE).send(body)
   }
 }
+
+export type Representation = ReturnType<typeof createRepresentation>
 
 /** Sends JSON that is already serialized (a stored response), typed as every JSON answer is. */
 export function sendJson (reply: FastifyReply, body: string | Buffer): FastifyReply {

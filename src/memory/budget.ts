@@ -32,7 +32,7 @@ export const USER_PAGE_BYTES = 2 * MiB
 export const MOVIE_PAGE_BYTES = 2 * MiB
 /**
  * Event bytes written to live streams that their clients have not taken yet, over all streams
- * (src/sync/live/unsent-bytes.ts). A stream holds less than LIVE_MAX_BUFFER_BYTES and one answer of
+ * (src/changes/live/unsent-bytes.ts). A stream holds less than LIVE_MAX_BUFFER_BYTES and one answer of
  * about 1 MiB; past this bound, streams catching up wait for their next answer until clients read, so
  * many phones catching up from different positions cannot hold an answer each.
  */
@@ -55,10 +55,9 @@ export function movieBytes (m: { title: string, genre: string }): number {
   return 260 + text(m.title) + text(m.genre)
 }
 
-/** A page: its rows, its cursor keys, the page object and the body's pagination. */
-export function pageBytes<T> (page: { rows: T[], keys: Array<string | null> }, rowBytes: (row: T) => number): number {
-  let size = 400
-  for (const row of page.rows) size += rowBytes(row)
-  for (const key of page.keys) size += key === null ? 8 : 24 + key.length
+/** A page: its rows, the page object, its pagination and cursors. */
+export function pageBytes<T> (page: { data: T[], pagination: { nextCursor: string | null, prevCursor: string | null } }, rowBytes: (row: T) => number): number {
+  let size = 400 + text(page.pagination.nextCursor) + text(page.pagination.prevCursor)
+  for (const row of page.data) size += rowBytes(row)
   return size
 }

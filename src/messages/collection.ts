@@ -6,6 +6,7 @@ import { PRIORITY_VALUES } from '../db/schema.js'
 import { statement } from '../db/statement.js'
 import { locateSql } from '../pages/locate.js'
 import { createCollectionReader } from '../pages/reader.js'
+import { toPage, type Page } from '../pages/page.js'
 import type { PageRequest, PageResult } from '../pages/request.js'
 import { hashKey, placeholder, plainKey, type CollectionSpec, type FilterValues } from '../pages/spec.js'
 import type { Message, MessageFilters, MessageSort } from '../schemas/messages.js'
@@ -68,8 +69,13 @@ const priorityPage = (desc: boolean) => statement<MessageRow & { total: number, 
   ORDER BY r.ord`)
 const PRIORITY_PAGE = { asc: priorityPage(false), desc: priorityPage(true) }
 
-/** A page of the list: sort=priority from the priorities' totals, any other from the shared reader. */
-export async function readMessagePage (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message>> {
+/** A page of the list, with its cursors. */
+export async function readMessagePage (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<Page<Message>> {
+  return toPage(await readMessages(target, filters, page), page)
+}
+
+/** The rows of a page: sort=priority from the priorities' totals, any other from the shared reader. */
+async function readMessages (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message>> {
   if (page.sort === 'priority') {
     // With a priority filter, every row has the same priority: the order is by id alone.
     if (filters.priority !== undefined) page = { ...page, sort: 'id', order: 'asc' }

@@ -2,12 +2,14 @@ import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
 import { statement } from '../db/statement.js'
-import type { Conditional, Revalidated } from '../http-cache/entity-tag.js'
+import { retrieveFailure } from '../errors.js'
+import { found, type Conditional, type Revalidated } from '../http-cache/entity-tag.js'
 import { VersionedCache } from '../http-cache/version-cache.js'
 import { MESSAGE_ITEM_BYTES, MESSAGE_PAGE_BYTES, messageBytes, pageBytes } from '../memory/budget.js'
-import type { PageRequest, PageResult } from '../pages/request.js'
+import { pageRequest, type Page } from '../pages/page.js'
+import type { PageRequest } from '../pages/request.js'
 import { placeholder } from '../pages/spec.js'
-import type { Message, MessageFilters, MessageSort, NewMessage } from '../schemas/messages.js'
+import { MESSAGE_SORT_FIELDS, type Message, type MessageFilters, type MessageListQuery, type MessageSearchQuery, type MessageSort, type NewMessage } from '../schemas/messages.js'
 import { readMessagePage } from './collection.js'
 import { deleteAs } from './delete.js'
 import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './row.js'
@@ -22,7 +24,7 @@ const byId = statement<MessageRow>('messages_by_id', sql`SELECT ${MESSAGE_COLUMN
 
 // Pages of the list and of search, remembered until any write to messages or users (authors' names);
 // bounds and sizes in src/memory/budget.ts.
-const pageSize = (page: PageResult<Message>) => pageBytes(page, messageBytes)
+const pageSize = (page: Page<Message>) => pageBytes(page, messageBytes)
 // The normalised request: it keys the cache and, with the versions, the page's tag (CONTRACT 12).
 const pageKey = (kind: string, filters: MessageFilters, page: PageRequest<MessageSort>, term = '') =>
   JSON.stringify([kind, term, filters.priority, filters.authorId, filters.subject, page.sort, page.order, page.page, page.offset, page.limit, page.cursor, page.filters])
@@ -31,15 +33,17 @@ const pageKey = (kind: string, filters: MessageFilters, page: PageRequest<Messag
 const itemSize = (message: Message | null) => message === null ? 64 : messageBytes(message)
 const exists = (message: Message | null) => message !== null
 
+const failedRetrieving = retrieveFailure('messages')
+
 export interface MessagesRepositoryOptions {
   /** IDEMPOTENCY_TTL_HOURS (default 24). */
   idempotencyTtlHours?: number
 }
 
-export function createMessagesRepository (db: Database, read: ReadRouter = async (run) => run(db), options: MessagesRepositoryOptions = {}) {
+export function createMessagesRepository (db: Database, reads: ReadRouter = async (run) => run(db), options: MessagesRepositoryOptions = {}) {
   const writer = createMessageWriter(db, { idempotencyTtlHours: options.idempotencyTtlHours ?? 24 })
   const search = createMessageSearch()
-  const pages = new VersionedCache<PageResult<Message>>(['messages', 'users'], MESSAGE_PAGE_BYTES, pageSize)
+  const pages = new VersionedCache<Page<Message>>(['messages', 'users'], MESSAGE_PAGE_BYTES, pageSize)
   const items = new VersionedCache<Message | null>(['messages', 'users'], MESSAGE_ITEM_BYTES, itemSize)
 
   async function findOn (target: Database, id: number): Promise<Message | null> {
@@ -48,18 +52,23 @@ export function createMessagesRepository (db: Database, read: ReadRouter = async
   }
 
   return {
-    list (filters: MessageFilters, page: PageRequest<MessageSort>, conditional: Conditional): Promise<Revalidated<PageResult<Message>>> {
-      return read((target) => pages.revalidate(target, pageKey('list', filters, page), conditional, () => readMessagePage(target, filters, page)))
+    /** GET /v2/messages: the page the query asks for, or 304 when the client's copy is current (CONTRACT 7, 12). */
+    async listPage (query: MessageListQuery, conditional: Conditional): Promise<Revalidated<Page<Message>>> {
+      const page = pageRequest('messages', query, MESSAGE_SORT_FIELDS)
+      return await reads((target) => pages.revalidate(target, pageKey('list', query, page), conditional, async () => await readMessagePage(target, query, page)))
+        .catch(failedRetrieving)
     },
 
-    /** Case-insensitive substring match on content and subject, then the same filters as list. */
-    search (term: string, filters: MessageFilters, page: PageRequest<MessageSort>, conditional: Conditional): Promise<Revalidated<PageResult<Message>>> {
-      return read((target) => pages.revalidate(target, pageKey('search', filters, page, term), conditional, () => search.page(target, term, filters, page)))
+    /** GET /v2/messages/search: case-insensitive substring match on content and subject, then paged as the list. */
+    async searchPage (term: string, query: MessageSearchQuery, conditional: Conditional): Promise<Revalidated<Page<Message>>> {
+      const page = pageRequest('messages', query, MESSAGE_SORT_FIELDS)
+      return await reads((target) => pages.revalidate(target, pageKey('search', query, page, term), conditional, async () => await search.page(target, term, query, page)))
+        .catch(failedRetrieving)
     },
 
-    /** One message, or null; unread when the client's copy is current. */
-    getById (id: number, conditional: Conditional): Promise<Revalidated<Message | null>> {
-      return read((target) => items.revalidate(target, String(id), conditional, async () => findOn(target, id), exists))
+    /** GET /v2/messages/{id}: the message, unread when the client's copy is current; 404 when there is none. */
+    async getOne (id: number, conditional: Conditional): Promise<Revalidated<Message>> {
+      return found(await reads((target) => items.revalidate(target, String(id), conditional, async () => findOn(target, id), exists)), 'Message')
     },
 
     /** Inserts as the local user of `subjectId`; null when that user does not exist yet. */

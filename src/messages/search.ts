@@ -4,6 +4,7 @@ import { versionSql } from '../db/counters.js'
 import { heavyRead } from '../db/heavy-reads.js'
 import { statement } from '../db/statement.js'
 import { SEARCH_IDS } from '../memory/budget.js'
+import { toPage, type Page } from '../pages/page.js'
 import type { PageRequest, PageResult } from '../pages/request.js'
 import { placeholder, type FilterValues } from '../pages/spec.js'
 import type { Message, MessageFilters, MessageSort } from '../schemas/messages.js'
@@ -97,7 +98,11 @@ export function createMessageSearch () {
     return { rows: rows.map(toMessage), ...rest, total: 0, version: total }
   }
 
-  async function searchPage (target: Database, term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message>> {
+  async function searchPage (target: Database, term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<Page<Message>> {
+    return toPage(await searchResult(target, term, filters, page), page)
+  }
+
+  async function searchResult (target: Database, term: string, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message>> {
     // Without a term among the values, the term is never present.
     const present = messageReader.present(filters as FilterValues<FilterName>) as FilterName[] | null
     if (present === null) return { rows: [], keys: [], total: 0, before: false, after: false }

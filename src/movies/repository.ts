@@ -1,12 +1,13 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { ReadRouter } from '../db/read-router.js'
+import { retrieveFailure } from '../errors.js'
 import type { Conditional, Revalidated } from '../http-cache/entity-tag.js'
-import type { PageRequest, PageResult } from '../pages/request.js'
+import { pageRequest, toPage, type Page } from '../pages/page.js'
 import { MOVIE_PAGE_BYTES, movieBytes, pageBytes } from '../memory/budget.js'
 import { VersionedCache } from '../http-cache/version-cache.js'
 import { createCollectionReader } from '../pages/reader.js'
-import type { Movie, MovieSort } from '../schemas/movies.js'
+import { MOVIE_SORT_FIELDS, type Movie, type MovieListQuery, type MovieSort } from '../schemas/movies.js'
 import { hashKey, placeholder, plainKey } from '../pages/spec.js'
 
 export interface MovieFilters {
@@ -34,14 +35,19 @@ const reader = createCollectionReader<MovieSort, keyof MovieFilters, Movie>({
   ranked: { dims: {} }
 })
 
-const pageSize = (page: PageResult<Movie>) => pageBytes(page, movieBytes)
+const pageSize = (page: Page<Movie>) => pageBytes(page, movieBytes)
+const failedRetrieving = retrieveFailure('movies')
 
-export function createMoviesRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
-  const pages = new VersionedCache<PageResult<Movie>>(['movies'], MOVIE_PAGE_BYTES, pageSize)
+export function createMoviesRepository (db: Database, reads: ReadRouter = async (run) => run(db)) {
+  const pages = new VersionedCache<Page<Movie>>(['movies'], MOVIE_PAGE_BYTES, pageSize)
   return {
-    list (filters: MovieFilters, page: PageRequest<MovieSort>, conditional: Conditional): Promise<Revalidated<PageResult<Movie>>> {
+    /** GET /v2/movies: the page the query asks for, or 304 when the client's copy is current. */
+    async listPage (query: MovieListQuery, conditional: Conditional): Promise<Revalidated<Page<Movie>>> {
+      const page = pageRequest('movies', query, MOVIE_SORT_FIELDS)
+      const filters: MovieFilters = { genre: query.genre, year: query.year, minRating: query.minRating }
       const key = JSON.stringify([filters.genre, filters.year, filters.minRating, page])
-      return read((target) => pages.revalidate(target, key, conditional, async () => reader.read(target, filters, page)))
+      return await reads((target) => pages.revalidate(target, key, conditional, async () => toPage(await reader.read(target, filters, page), page)))
+        .catch(failedRetrieving)
     }
   }
 }

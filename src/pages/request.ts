@@ -8,6 +8,8 @@ import { decodeCursor, type Cursor, type SortOrder } from './cursor.js'
 // allowlist and its filters; everything else is shared.
 
 export interface PageRequest<S extends string = string> {
+  /** The collection its cursors belong to ('messages', 'users', 'movies'). */
+  collection: string
   page: number
   limit: number
   offset: number
@@ -86,5 +88,5 @@ export function parsePageRequest<S extends string> (
     const scope = { collection, sort, order, filters }
     cursor = { direction, ...decodeCursor((direction === 'after' ? query.after : query.before)!, scope) }
   }
-  return { page, limit, offset, sort, order, cursor, filters }
+  return { collection, page, limit, offset, sort, order, cursor, filters }
 }

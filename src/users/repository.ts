@@ -2,22 +2,18 @@ import { eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
 import type { ReadRouter } from '../db/read-router.js'
-import type { Conditional, Revalidated } from '../http-cache/entity-tag.js'
-import type { PageRequest, PageResult } from '../pages/request.js'
+import { found, type Conditional, type Revalidated } from '../http-cache/entity-tag.js'
+import { pageRequest, toPage, type Page } from '../pages/page.js'
 import { USER_PAGE_BYTES, pageBytes, userBytes } from '../memory/budget.js'
 import { VersionedCache, VersionGate } from '../http-cache/version-cache.js'
 import { createCollectionReader } from '../pages/reader.js'
-import type { LocalUser, UserSort } from '../schemas/users.js'
+import { USER_SORT_FIELDS, type LocalUser, type UserListQuery, type UserSort } from '../schemas/users.js'
+import { retrieveFailure } from '../errors.js'
+import { createLocalUserResolver, type Caller, type UserProfile } from './local-user.js'
+import { visibleUser } from './visible-user.js'
 import { hashKey, isoTimestamp, placeholder } from '../pages/spec.js'
 
 export type Role = typeof ROLE_VALUES[number]
-
-export interface UserProfile {
-  subjectId: string
-  email: string | null
-  name: string | null
-  role: string
-}
 
 export interface UserFilters {
   role?: Role
@@ -56,48 +52,66 @@ const fromItemRow = (row: UserItemRow): LocalUser => ({
   updatedAt: row.updated_at
 })
 
-const pageSize = (page: PageResult<LocalUser>) => pageBytes(page, userBytes)
+const pageSize = (page: Page<LocalUser>) => pageBytes(page, userBytes)
+const exists = (user: LocalUser | null) => user !== null
+const failedRetrieving = retrieveFailure('users')
 
-export function createUsersRepository (db: Database, read: ReadRouter = async (run) => run(db)) {
-  const pages = new VersionedCache<PageResult<LocalUser>>(['users'], USER_PAGE_BYTES, pageSize)
+export function createUsersRepository (db: Database, reads: ReadRouter = async (run) => run(db)) {
+  const pages = new VersionedCache<Page<LocalUser>>(['users'], USER_PAGE_BYTES, pageSize)
   const gate = new VersionGate(['users'])
+
+  async function findById (id: number): Promise<LocalUser | null> {
+    const [row] = await db.select().from(users).where(eq(users.id, id))
+    return row === undefined ? null : toUser(row)
+  }
+
+  async function findBySubject (subjectId: string): Promise<LocalUser | null> {
+    const [row] = await db.select().from(users).where(eq(users.subjectId, subjectId))
+    return row === undefined ? null : toUser(row)
+  }
+
+  /** Creates the row for a subject, or refreshes it if another request created it first. */
+  async function upsert (profile: UserProfile): Promise<LocalUser> {
+    const [row] = await db.insert(users).values(profile)
+      .onConflictDoUpdate({
+        target: users.subjectId,
+        set: { email: profile.email, name: profile.name, role: profile.role, updatedAt: sql`now()` }
+      })
+      .returning()
+    if (row === undefined) throw new Error('upsert returned no row')
+    return toUser(row)
+  }
+
+  const localUser = createLocalUserResolver({ findBySubject, upsert })
+
   return {
+    findById,
+    findBySubject,
+    upsert,
+    /** SPEC 5.5: the caller's local user, provisioned from userinfo on first use. */
+    localUser,
+
     /**
-     * A read of local users on the primary, tagged with the users table's version (CONTRACT 12): when
-     * the client's copy is current, `compute` never runs. `exists` says whether a value is one.
+     * GET /v2/users/me: the caller's local user (created on first call), tagged with the users table's
+     * version and the caller (CONTRACT 12); nothing is read or provisioned when the client's copy is current.
      */
-    revalidate<T> (key: string, conditional: Conditional, compute: () => Promise<T>, exists?: (value: T) => boolean): Promise<Revalidated<T>> {
-      return gate.revalidate(db, key, conditional, compute, exists)
+    async me (caller: Caller, conditional: Conditional): Promise<Revalidated<LocalUser>> {
+      return found(await gate.revalidate(db, 'me', conditional, async () => await localUser(caller), exists), 'User')
     },
 
-    async findById (id: number): Promise<LocalUser | null> {
-      const [row] = await db.select().from(users).where(eq(users.id, id))
-      return row === undefined ? null : toUser(row)
+    /** GET /v2/users/{id}: the caller, or anyone for Admin or higher; 403 below Admin for another id, whether or not it exists. */
+    async visible (caller: Caller, id: number, conditional: Conditional): Promise<Revalidated<LocalUser>> {
+      return found(await gate.revalidate(db, `user:${id}`, conditional, async () => await visibleUser({ findById }, await localUser(caller), caller.role, id), exists), 'User')
     },
 
-    async findBySubject (subjectId: string): Promise<LocalUser | null> {
-      const [row] = await db.select().from(users).where(eq(users.subjectId, subjectId))
-      return row === undefined ? null : toUser(row)
-    },
-
-    /** Creates the row for a subject, or refreshes it if another request created it first. */
-    async upsert (profile: UserProfile): Promise<LocalUser> {
-      const [row] = await db.insert(users).values(profile)
-        .onConflictDoUpdate({
-          target: users.subjectId,
-          set: { email: profile.email, name: profile.name, role: profile.role, updatedAt: sql`now()` }
-        })
-        .returning()
-      if (row === undefined) throw new Error('upsert returned no row')
-      return toUser(row)
-    },
-
-    list (filters: UserFilters, page: PageRequest<UserSort>, conditional: Conditional): Promise<Revalidated<PageResult<LocalUser>>> {
-      const key = JSON.stringify([filters.role, page])
-      return read((target) => pages.revalidate(target, key, conditional, async () => {
-        const { rows, ...rest } = await reader.read(target, filters, page)
-        return { rows: rows.map(fromItemRow), ...rest }
-      }))
+    /** GET /v2/users: the page the query asks for, or 304 when the client's copy is current. */
+    async listPage (query: UserListQuery, conditional: Conditional): Promise<Revalidated<Page<LocalUser>>> {
+      const page = pageRequest('users', query, USER_SORT_FIELDS)
+      const key = JSON.stringify([query.role, page])
+      return await reads((target) => pages.revalidate(target, key, conditional, async () => {
+        const { rows, ...rest } = await reader.read(target, { role: query.role }, page)
+        return toPage({ rows: rows.map(fromItemRow), ...rest }, page)
+      })).catch(failedRetrieving)
     }
   }
 }

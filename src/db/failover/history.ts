@@ -7,7 +7,7 @@ import { sql } from 'drizzle-orm'
 // versions, transaction ids and WAL positions then come back on the new timeline with other rows
 // under the same numbers. Everything the service keeps is therefore tied to a timeline: table
 // versions carry it in their high bits (src/db/counters.ts), sync tokens carry it with the WAL
-// position of the answer they came with (src/sync/token.ts).
+// position of the answer they came with (src/changes/token.ts).
 
 /**
  * The timeline of the server answering, read in the statement itself. A primary names it in its

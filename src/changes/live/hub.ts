@@ -1,6 +1,6 @@
 import { setImmediate } from 'node:timers/promises'
 import { SyncTokenExpiredError } from '../../errors.js'
-import { ANSWER_MAX_BYTES, type ChangesAnswer, type ChangesHead, type MessageChangesRepository } from '../changes.js'
+import { ANSWER_MAX_BYTES, type ChangesAnswer, type ChangesHead, type ChangeFeed } from '../feed.js'
 import { positionKey, type HistoryPoint, type SyncPosition } from '../token.js'
 import { FailureStreak, type FailureReport } from './failure-streak.js'
 import type { UnsentBytes } from './unsent-bytes.js'
@@ -13,7 +13,7 @@ import { createChangeWatcher } from './watcher.js'
 // head's, so positions merge: idle clients all wait at one position, and one write costs one read.
 //
 // Why sharing is exact: an answer for a position, read from any snapshot, is an answer a poll from
-// that position could have got (src/sync/changes.ts). A client that joins a position while its answer
+// that position could have got (src/changes/feed.ts). A client that joins a position while its answer
 // is being read receives that answer, as if its own poll had arrived a moment earlier.
 //
 // After a failover (CONTRACT 14) a position reached from state the new primary never had would skip
@@ -60,7 +60,7 @@ export interface Placement {
   /** Its last answer said more follow (hasMore): the next is read at once. */
   catchingUp: boolean
   /** Where in the database's history its position was read. */
-  read: HistoryPoint
+  point: HistoryPoint
 }
 
 export interface Group {
@@ -71,7 +71,7 @@ export interface Group {
   readonly limit: number
   readonly waiters: Set<Waiter>
   /** The latest point of the database's history its clients were answered or moved from. */
-  read: HistoryPoint
+  point: HistoryPoint
   /** Read at once, not at the watcher's word: the clients are catching up (hasMore). */
   due: boolean
   reading: boolean
@@ -89,7 +89,7 @@ const RETRY_FIRST_MS = 100
 const RETRY_MAX_MS = 5_000
 const retryDelay = (failures: number): number => Math.min(RETRY_FIRST_MS * 2 ** (failures - 1), RETRY_MAX_MS)
 
-export type LiveFeed = Pick<MessageChangesRepository, 'readAt' | 'head' | 'verdict' | 'changesAfter' | 'holds' | 'onHistoryChange'>
+export type LiveFeed = Pick<ChangeFeed, 'answerAt' | 'head' | 'verdict' | 'changesAfter' | 'holds' | 'onHistoryChange'>
 
 const laterPoint = (a: HistoryPoint, b: HistoryPoint): HistoryPoint =>
   a.timeline !== b.timeline ? (a.timeline > b.timeline ? a : b) : (a.lsn >= b.lsn ? a : b)
@@ -125,20 +125,20 @@ export function createLiveHub (options: HubOptions) {
 
   /** Puts waiters at a position, in its group (made when none waits there yet). */
   function place (waiters: readonly Waiter[], at: Placement): void {
-    const { epoch, position, limit, catchingUp: due, read } = at
+    const { epoch, position, limit, catchingUp: due, point } = at
     if (waiters.length === 0) return
     // Read before the history followed changed, past where the new one branched off: ended now.
-    if (!feed.holds(read)) {
+    if (!feed.holds(point)) {
       for (const waiter of waiters) end(waiter)
       return
     }
     const key = positionKey(epoch, position, limit)
     let group = groups.get(key)
     if (group === undefined) {
-      group = { key, epoch, position, limit, waiters: new Set(), due, reading: false, read, failures: 0, retryAt: 0 }
+      group = { key, epoch, position, limit, waiters: new Set(), due, reading: false, point, failures: 0, retryAt: 0 }
       groups.set(key, group)
     } else {
-      group.read = laterPoint(group.read, read)
+      group.point = laterPoint(group.point, point)
     }
     for (const waiter of waiters) {
       group.waiters.add(waiter)
@@ -158,9 +158,9 @@ export function createLiveHub (options: HubOptions) {
   }
 
   /** Moves every waiter of a group to another position (merging with the group waiting there). */
-  function move (group: Group, waiters: readonly Waiter[], epoch: string, position: SyncPosition, catchingUp: boolean, read: HistoryPoint): void {
+  function move (group: Group, waiters: readonly Waiter[], epoch: string, position: SyncPosition, catchingUp: boolean, point: HistoryPoint): void {
     if (groups.get(group.key) === group) groups.delete(group.key)
-    place(waiters, { epoch, position, limit: group.limit, catchingUp, read: laterPoint(group.read, read) })
+    place(waiters, { epoch, position, limit: group.limit, catchingUp, point: laterPoint(group.point, point) })
     tidy(group)
   }
 
@@ -184,7 +184,7 @@ export function createLiveHub (options: HubOptions) {
       let event: Buffer | undefined
       const frame = (): Buffer => (event ??= options.frame(answer))
       const waiters = [...group.waiters]
-      const read = laterPoint(group.read, answer.read)
+      const point = laterPoint(group.point, answer.point)
       for (let i = 0; i < waiters.length; i++) {
         // Thousands of socket writes take tens of milliseconds: requests, and the reads of other
         // positions, go on between slices instead of waiting behind the whole fan-out.
@@ -201,7 +201,7 @@ export function createLiveHub (options: HubOptions) {
         waiter.group = undefined
         // Its client reads before it goes on from this answer's position, alone or with others there then.
         if (delivered === 'paced') {
-          const at: Placement = { epoch: answer.epoch, position: answer.next, limit: group.limit, catchingUp: answer.hasMore, read }
+          const at: Placement = { epoch: answer.epoch, position: answer.next, limit: group.limit, catchingUp: answer.hasMore, point }
           waiter.whenReady?.(() => { if (!closed) place([waiter], at) })
         }
       }
@@ -210,7 +210,7 @@ export function createLiveHub (options: HubOptions) {
     }
     const staying = [...group.waiters]
     group.waiters.clear()
-    move(group, staying, answer.epoch, answer.next, answer.hasMore, answer.read)
+    move(group, staying, answer.epoch, answer.next, answer.hasMore, answer.point)
   }
 
   async function readGroup (group: Group, foundAt: number): Promise<void> {
@@ -223,7 +223,7 @@ export function createLiveHub (options: HubOptions) {
       const { epoch, position } = group
       answer = !group.due && epoch !== undefined && position?.kind === 'changes'
         ? await feed.changesAfter(epoch, position, group.limit)
-        : await feed.readAt(epoch, position, group.limit)
+        : await feed.answerAt(epoch, position, group.limit)
     } catch (err) {
       release?.()
       group.reading = false
@@ -251,8 +251,8 @@ export function createLiveHub (options: HubOptions) {
   // Judges every waiting position against a head. Reads and fan-outs it starts go on by themselves:
   // the watcher keeps its pace while an answer is written to thousands of streams, and a position
   // being read or written to is out of the map until its clients wait again.
-  function onHead (head: ChangesHead, readAt: number): Promise<void> {
-    const read = (group: Group): void => { readGroup(group, readAt).catch(onError) }
+  function onHead (head: ChangesHead, headAt: number): Promise<void> {
+    const read = (group: Group): void => { readGroup(group, headAt).catch(onError) }
     const now = performance.now()
     for (const group of [...groups.values()]) {
       if (group.reading || group.waiters.size === 0 || group.retryAt > now) continue
@@ -271,7 +271,7 @@ export function createLiveHub (options: HubOptions) {
 
   // The primary's history changed: every position it does not hold is ended.
   const unsubscribe = feed.onHistoryChange(() => {
-    for (const group of [...groups.values()]) if (!feed.holds(group.read)) expire(group)
+    for (const group of [...groups.values()]) if (!feed.holds(group.point)) expire(group)
   })
 
   return {

@@ -1,4 +1,7 @@
-import type { Page } from './page.js'
+/** What a page's links follow from: its pagination (src/pages/page.ts). */
+export interface PageLinksOf {
+  pagination: { page: number | null, totalPages: number, nextCursor: string | null, prevCursor: string | null }
+}
 
 // RFC 8288 `Link` for a collection page (CONTRACT 12): relative references that keep every query
 // parameter of the request as it was sent, except the ones that choose the page.
@@ -14,7 +17,7 @@ function parameterName (pair: string): string {
 }
 
 /** The `Link` header value for `page`, answered to a request for `url` (path and query). */
-export function pageLinks (url: string, page: Page<unknown>): string {
+export function pageLinks (url: string, page: PageLinksOf): string {
   const mark = url.indexOf('?')
   const path = mark === -1 ? url : url.slice(0, mark)
   const kept = mark === -1 ? [] : url.slice(mark + 1).split('&').filter((pair) => pair !== '' && !PAGE_CHOOSERS.has(parameterName(pair)))

@@ -48,7 +48,7 @@ export interface ChangesAnswer {
   token: string
   epoch: string
   /** Where in the database's history it was read. */
-  read: HistoryPoint
+  point: HistoryPoint
   next: SyncPosition
   hasMore: boolean
   /** `data` is []. */
@@ -186,7 +186,7 @@ const prune = statement<{ n: number }>('message_changes_prune', sql`
 const PRUNE_BATCH = 10_000
 const PRUNE_MAX_BATCHES = 100
 
-export interface MessageChangesOptions {
+export interface ChangeFeedOptions {
   /** SYNC_RETENTION_HOURS: how long the log keeps a change, and so how long a token stays valid. */
   retentionHours: number
   /** The database's history: a token from a part of it the primary no longer has expires. */
@@ -250,16 +250,16 @@ function createReadAhead () {
   }
 }
 
-export function createMessageChangesRepository (db: Database, read: ReadRouter, options: MessageChangesOptions) {
+export function createChangeFeed (db: Database, reads: ReadRouter, options: ChangeFeedOptions) {
   const retentionMs = options.retentionHours * 3_600_000
   const readAhead = createReadAhead()
 
   const { history } = options
 
-  function answer (epoch: string, read: HistoryPoint, data: Buffer[], next: SyncPosition, hasMore: boolean): ChangesAnswer {
-    const token = encodeSyncToken({ epoch, issuedAt: Date.now(), position: next, read })
+  function answer (epoch: string, point: HistoryPoint, data: Buffer[], next: SyncPosition, hasMore: boolean): ChangesAnswer {
+    const token = encodeSyncToken({ epoch, issuedAt: Date.now(), position: next, point })
     const body = Buffer.concat([DATA_START, ...data, Buffer.from(`],"next":"${token}","hasMore":${String(hasMore)}}`)])
-    return { body, token, epoch, read, next, hasMore, empty: data.length === 0 }
+    return { body, token, epoch, point, next, hasMore, empty: data.length === 0 }
   }
 
   const pointOf = (state: { tli: number, lsn: string }): HistoryPoint => ({ timeline: Number(state.tli), lsn: BigInt(state.lsn) })
@@ -345,17 +345,17 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
   const sharedAnswer = sharedReadByKey<ChangesAnswer>()
 
   /** The answer at a decoded position: the initial copy from its start when there is none. */
-  function readAt (epoch: string | undefined, position: SyncPosition | undefined, limit: number): Promise<ChangesAnswer> {
-    if (epoch === undefined || position === undefined) return sharedAnswer(positionKey(epoch, position, limit), async () => read((target) => snapshot(target, undefined, undefined, 0, limit)))
-    return sharedAnswer(positionKey(epoch, position, limit), async () => read((target) => position.kind === 'snapshot'
+  function answerAt (epoch: string | undefined, position: SyncPosition | undefined, limit: number): Promise<ChangesAnswer> {
+    if (epoch === undefined || position === undefined) return sharedAnswer(positionKey(epoch, position, limit), async () => reads((target) => snapshot(target, undefined, undefined, 0, limit)))
+    return sharedAnswer(positionKey(epoch, position, limit), async () => reads((target) => position.kind === 'snapshot'
       ? snapshot(target, epoch, position.watermark, position.after, limit)
       : changes(target, epoch, position, limit)))
   }
 
   return {
     /** The answer to GET /v2/messages/changes: 400 for a malformed token, 410 for an expired one. */
-    read (since: string | undefined, limit: number): Promise<ChangesAnswer> {
-      if (since === undefined) return readAt(undefined, undefined, limit)
+    answerFor (since: string | undefined, limit: number): Promise<ChangesAnswer> {
+      if (since === undefined) return answerAt(undefined, undefined, limit)
       const token = decodeSyncToken(since)
       const age = Date.now() - token.issuedAt
       // No answer was made in the future: such a token was altered (clocks of instances may differ a little).
@@ -364,34 +364,34 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
       // A token read past where the history followed now branched off: it may have shown rows that are gone.
       const current = history.current()
       if (current === undefined) throw new PrimaryUnavailableError()
-      if (!holds(current, token.read.timeline, token.read.lsn)) throw new SyncTokenExpiredError()
-      return readAt(token.epoch, token.position, limit)
+      if (!holds(current, token.point.timeline, token.point.lsn)) throw new SyncTokenExpiredError()
+      return answerAt(token.epoch, token.position, limit)
     },
 
-    readAt,
+    answerAt,
 
     /** The state of the log now, from a database chosen for reads; shared by everyone asking at once. */
-    head: (): Promise<ChangesHead> => read(readHead),
+    head: (): Promise<ChangesHead> => reads(readHead),
 
     verdict,
 
     /** The change entries after a position, read without a head first (the caller has read one). */
     changesAfter: (epoch: string, position: ChangesPosition, limit: number): Promise<ChangesAnswer> =>
-      read((target) => changesPageAt(target, epoch, position, limit)),
+      reads((target) => changesPageAt(target, epoch, position, limit)),
 
-    /** An answer with no changes, standing at a position read at `read`: a long-poll's when its wait is over. */
-    nothingAt: (epoch: string, position: SyncPosition, read: HistoryPoint): ChangesAnswer => answer(epoch, read, EMPTY, position, false),
+    /** An answer with no changes, standing at a position read at `point`: a long-poll's when its wait is over. */
+    nothingAt: (epoch: string, position: SyncPosition, point: HistoryPoint): ChangesAnswer => answer(epoch, point, EMPTY, position, false),
 
     /** A token for a position, issued now: what a stream's keep-alive carries as its id (CONTRACT 13). */
-    tokenAt: (epoch: string, position: SyncPosition, read: HistoryPoint): string => encodeSyncToken({ epoch, issuedAt: Date.now(), position, read }),
+    tokenAt: (epoch: string, position: SyncPosition, point: HistoryPoint): string => encodeSyncToken({ epoch, issuedAt: Date.now(), position, point }),
 
     /** Called when the primary's history changes (a promotion); returns the unsubscribe. */
     onHistoryChange: (listener: () => void): (() => void) => history.onChange(listener),
 
     /** Whether the history followed now holds a point an answer was read at. */
-    holds: (read: HistoryPoint): boolean => {
+    holds: (point: HistoryPoint): boolean => {
       const current = history.current()
-      return current !== undefined && holds(current, read.timeline, read.lsn)
+      return current !== undefined && holds(current, point.timeline, point.lsn)
     },
 
     /** Deletes log entries older than the retention, batch by batch; returns how many went. Primary only. */
@@ -401,4 +401,4 @@ export function createMessageChangesRepository (db: Database, read: ReadRouter, 
   }
 }
 
-export type MessageChangesRepository = ReturnType<typeof createMessageChangesRepository>
+export type ChangeFeed = ReturnType<typeof createChangeFeed>

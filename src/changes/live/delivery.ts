@@ -4,13 +4,13 @@ import type { FastifyReply } from 'fastify'
 import { DrainingError, LiveFullError, TooManyRequestsError } from '../../errors.js'
 import { resourcePolicyFor } from '../../http/resource-policy.js'
 import { LIVE_UNSENT_BYTES } from '../../memory/budget.js'
-import { ANSWER_MAX_BYTES, type ChangesAnswer, type MessageChangesRepository } from '../changes.js'
+import { ANSWER_MAX_BYTES, type ChangesAnswer, type ChangeFeed } from '../feed.js'
 import { EVENT_STREAM_HEADERS, EventStream, frameEvent, frameKeepAlive } from './event-stream.js'
 import type { FailureReport } from './failure-streak.js'
 import { createLiveHub, FAN_OUT_SLICE, type Group } from './hub.js'
 import { HeldPoll } from './long-poll.js'
 import { createLiveSlots } from './slots.js'
-import { connectionKey, unacknowledgedBytes } from './unacknowledged.js'
+import { connectionKey, unacknowledgedBytes, type Asked } from './unacknowledged.js'
 import { UnsentBytes } from './unsent-bytes.js'
 
 // Live delivery of the change feed (CONTRACT 13): a long-poll held until its position can be answered,
@@ -68,14 +68,33 @@ function whenClosed (response: ServerResponse, done: () => void): void {
 const RETRY_AFTER_SECONDS = '1'
 /** How often the sweep writes keep-alives and looks for streams whose clients stopped reading. */
 const SWEEP_MS = 1_000
-/** How often the system's send queues are read, at most and at least. */
+/**
+ * How often the system's send queues are read: a quarter of LIVE_STALL_S, at least every 15 s (so a
+ * stalled client is closed by LIVE_STALL_S and 15 s at the latest) and at most every 250 ms. At 10,000
+ * streams a read is some 3 MB of text, scanned for this instance's ports only.
+ */
 const SYSTEM_QUEUES_MIN_MS = 250
-const SYSTEM_QUEUES_MAX_MS = 5_000
+const SYSTEM_QUEUES_MAX_MS = 15_000
 
 /** What the system said of a stream's connection when its client last acknowledged something. */
 interface Acknowledged { bytes: number, at: number }
 
-export function createLiveDelivery (feed: MessageChangesRepository, options: LiveOptions, hooks: LiveHooks) {
+/** The streams' sockets, as the system's tables are asked about them. */
+function askedOf (streams: Iterable<EventStream>): Asked {
+  const localPorts = new Set<number>()
+  let ipv4 = false
+  let ipv6 = false
+  for (const stream of streams) {
+    const socket = stream.response.socket
+    if (socket?.localPort === undefined) continue
+    localPorts.add(socket.localPort)
+    if (socket.localAddress?.includes(':') === true) ipv6 = true
+    else ipv4 = true
+  }
+  return { localPorts, ipv4, ipv6 }
+}
+
+export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hooks: LiveHooks) {
   const unsent = new UnsentBytes(options.unsentBytes ?? LIVE_UNSENT_BYTES)
   const hub = createLiveHub({ feed, watchMs: options.watchMs, frame: frameEvent, delivered: hooks.delivered, unsent, failures: hooks.failures })
   const slots = createLiveSlots(options.maxConnections, options.maxPerClient)
@@ -120,7 +139,7 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
       let queues: Map<string, number> | undefined
       if (systemQueues && stallMs > 0 && now - systemQueuesAt >= systemQueuesMs && streams.size > 0) {
         systemQueuesAt = now
-        queues = await unacknowledgedBytes()
+        queues = await unacknowledgedBytes(askedOf(streams))
         if (queues === undefined) systemQueues = false
       }
       const quietSince = performance.now() - heartbeatMs
@@ -129,7 +148,7 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
         let framed = keepAlives.get(group)
         if (framed === undefined) {
           const { epoch, position } = group ?? {}
-          framed = frameKeepAlive(group !== undefined && epoch !== undefined && position !== undefined ? feed.tokenAt(epoch, position, group.read) : undefined)
+          framed = frameKeepAlive(group !== undefined && epoch !== undefined && position !== undefined ? feed.tokenAt(epoch, position, group.point) : undefined)
           keepAlives.set(group, framed)
         }
         return framed
@@ -187,20 +206,20 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
         else resolve(result.body)
       }
       // Nothing came: the answer says so, standing where the hub has moved the client's position.
-      const nothing = (): void => { settle(feed.nothingAt(poll.group?.epoch ?? first.epoch, poll.group?.position ?? first.next, poll.group?.read ?? first.read)) }
+      const nothing = (): void => { settle(feed.nothingAt(poll.group?.epoch ?? first.epoch, poll.group?.position ?? first.next, poll.group?.point ?? first.point)) }
       const left = (): void => { nothing() }
       const poll = new HeldPoll(settle)
       const timer = setTimeout(nothing, request.wait * 1000)
       whenClosed(reply.raw, left)
       polls.set(poll, nothing)
-      hub.place(poll, { epoch: first.epoch, position: first.next, limit: request.limit, catchingUp: false, read: first.read })
+      hub.place(poll, { epoch: first.epoch, position: first.next, limit: request.limit, catchingUp: false, point: first.point })
     })
   }
 
   return {
     /** The answer to a poll, held while `wait` allows and nothing can be answered yet. */
     async poll (reply: FastifyReply, request: ChangesRequest): Promise<Buffer> {
-      const first = await feed.read(request.since, request.limit)
+      const first = await feed.answerFor(request.since, request.limit)
       // An initial copy never waits (CONTRACT 13), nor does an answer that has something to say.
       // Nor is a client that already left held.
       if (request.since === undefined || request.wait <= 0 || !first.empty || first.hasMore || closing || isClosed(reply.raw)) return first.body
@@ -227,7 +246,7 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
       // Its first answer is held like any other until the client takes it: it waits for room too.
       const release = await unsent.reserve(ANSWER_MAX_BYTES)
       try {
-        const first = await feed.read(request.since, request.limit)
+        const first = await feed.answerFor(request.since, request.limit)
         reply.hijack()
         if (isClosed(response)) return
         // The headers every response gets (security, CORS, request id) were set as the request arrived.
@@ -247,7 +266,7 @@ export function createLiveDelivery (feed: MessageChangesRepository, options: Liv
           stream.end()
           return
         }
-        const at = { epoch: first.epoch, position: first.next, limit: request.limit, catchingUp: first.hasMore, read: first.read }
+        const at = { epoch: first.epoch, position: first.next, limit: request.limit, catchingUp: first.hasMore, point: first.point }
         if (first.empty || stream.writeEvent(frameEvent(first)) === 'ready') hub.place(stream, at)
         else stream.whenReady(() => { hub.place(stream, at) })
       } finally {

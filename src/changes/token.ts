@@ -24,7 +24,8 @@ export interface SyncToken {
   /** Milliseconds since the epoch when the answer that carried it was made. */
   issuedAt: number
   position: SyncPosition
-  read: HistoryPoint
+  /** Where in the database's history the answer that carried it was read. */
+  point: HistoryPoint
 }
 
 const VERSION = '2'
@@ -45,7 +46,7 @@ export function encodeSyncToken (token: SyncToken): string {
   const fields = position.kind === 'snapshot'
     ? ['s', token.epoch, position.watermark, String(position.after)]
     : ['c', token.epoch, position.xid, String(position.id)]
-  return Buffer.from([VERSION, ...fields, String(token.read.timeline), token.read.lsn.toString(), String(token.issuedAt)].join('.')).toString('base64url')
+  return Buffer.from([VERSION, ...fields, String(token.point.timeline), token.point.lsn.toString(), String(token.issuedAt)].join('.')).toString('base64url')
 }
 
 const within = (digits: string, max: bigint) => BigInt(digits) <= max
@@ -70,8 +71,8 @@ export function decodeSyncToken (text: string): SyncToken {
   const position: SyncPosition = kind === 's'
     ? { kind: 'snapshot', watermark: clean(xid), after: Number(id) }
     : { kind: 'changes', xid: clean(xid), id: Number(id) }
-  const read = v1 ? UNKNOWN_V1 : { timeline: Number(timeline), lsn: BigInt(lsn) }
-  return { epoch: clean(epoch), issuedAt, position, read }
+  const point = v1 ? UNKNOWN_V1 : { timeline: Number(timeline), lsn: BigInt(lsn) }
+  return { epoch: clean(epoch), issuedAt, position, point }
 }
 
 /** A position as a map key, with the answer size: the initial copy's start when there is none. */

@@ -1,20 +1,41 @@
+import { DEFAULT_ROLE, isRole } from '../auth/roles.js'
+import type { UserinfoProfile } from '../auth/userinfo.js'
 import { IdentityProviderError } from '../errors.js'
 import type { LocalUser } from '../schemas/users.js'
 import { inStepSpan } from '../tracing/steps.js'
-import type { UsersRepository } from '../users/repository.js'
-import { DEFAULT_ROLE, isRole } from './roles.js'
-import type { UserinfoProfile } from './userinfo.js'
 
 const SETTLED_GRACE_MS = 2000
 
 export type LoadProfile = () => Promise<UserinfoProfile>
+
+/** Who asks, as the users capability sees a caller: the token's subject and role, and how to load their profile. */
+export interface Caller {
+  sub: string
+  role: string
+  /** The identity provider's userinfo for the caller's own token (CONTRACT 4). */
+  profile: LoadProfile
+}
+
+/** A local user's row as provisioning writes it. */
+export interface UserProfile {
+  subjectId: string
+  email: string | null
+  name: string | null
+  role: string
+}
+
+/** What provisioning reads and writes. */
+export interface LocalUserStore {
+  findBySubject: (subjectId: string) => Promise<LocalUser | null>
+  upsert: (profile: UserProfile) => Promise<LocalUser>
+}
 
 /**
  * SPEC 5.5: the local user of a subject. Fast path: the row already exists. Slow path: the profile
  * from the identity provider, upserted. Concurrent first requests of one subject share one promise,
  * so they make one userinfo call and create one row.
  */
-export function createLocalUserResolver (usersRepository: UsersRepository) {
+export function createLocalUserResolver (usersRepository: LocalUserStore) {
   const inFlight = new Map<string, Promise<LocalUser>>()
 
   // A span of the request that provisions (CONTRACT 15): userinfo and the upsert under it. The user
@@ -35,7 +56,7 @@ export function createLocalUserResolver (usersRepository: UsersRepository) {
     })
   }
 
-  return async function resolveLocalUser (sub: string, loadProfile: LoadProfile): Promise<LocalUser> {
+  return async function resolveLocalUser ({ sub, profile: loadProfile }: Caller): Promise<LocalUser> {
     const existing = await usersRepository.findBySubject(sub)
     if (existing !== null) return existing
     let pending = inFlight.get(sub)

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http'
-import type { ChangesAnswer } from '../changes.js'
+import type { ChangesAnswer } from '../feed.js'
 import type { Delivered, Group, Waiter } from './hub.js'
 import type { UnsentBytes } from './unsent-bytes.js'
 import { liveSpan } from '../../tracing/live-span.js'
@@ -67,6 +67,10 @@ export interface EventStreamOptions {
  * socket takes them, and the stream asks for the next only once less than LIVE_MAX_BUFFER_BYTES of
  * what it wrote still waits unsent. A client that keeps reading, however slowly, is never cut off;
  * one that reads nothing for LIVE_STALL_S is (stalledFor, by the delivery's sweep).
+ *
+ * No write carries a callback: the socket's 'drain' (the socket had a slice or more waiting, and has
+ * passed it all on) hands it the next slice and tells a paced stream it may go on. The common event,
+ * small and taken by the system at once, costs one socket write.
  */
 export class EventStream implements Waiter {
   readonly follows = true
@@ -75,23 +79,25 @@ export class EventStream implements Waiter {
   lastWrite = performance.now()
   #open = true
   #ending = false
-  /** Buffers still to be handed to the socket; the first from #offset on. */
+  /** Buffers still to be handed to the socket, the first from #offset on; more than the socket takes at a time. */
   readonly #queue: Buffer[] = []
   #offset = 0
   #queued = 0
-  /** Bytes handed to the socket so far. */
+  /** Bytes handed to the socket so far, and as many as the sweep last saw passed on. */
   #handed = 0
+  #passedAtSweep = 0
   /** Unsent bytes last reported to the shared count. */
   #reported = 0
-  /** Since when something waits unsent with nothing taken; undefined while nothing waits. */
+  /** Since when something waits unsent with nothing passed on, as the sweeps saw it. */
   #waitingSince: number | undefined
   #onReady: (() => void) | undefined
-  /** Every write's callback: the socket took a slice. */
-  readonly #taken = (): void => { this.#progress() }
+  readonly #drained = (): void => { this.#progress() }
   // Tracing (CONTRACT 15): made while the request is handled; its span counts the events written.
   readonly #span = liveSpan('stream')
 
-  constructor (readonly response: ServerResponse, private readonly options: EventStreamOptions) {}
+  constructor (readonly response: ServerResponse, private readonly options: EventStreamOptions) {
+    response.socket?.on('drain', this.#drained)
+  }
 
   get open (): boolean {
     return this.#open && !this.response.destroyed
@@ -126,15 +132,24 @@ export class EventStream implements Waiter {
     const socket = this.response.socket
     if (!this.open || this.#ending || socket === null) return 'gone'
     const bytes = this.response.chunkedEncoding ? framed : unchunk(framed)
-    this.#queue.push(bytes)
-    this.#queued += bytes.length
     this.lastWrite = performance.now()
-    this.#waitingSince ??= this.lastWrite
-    this.#pump()
-    return this.unsent >= this.options.maxBufferBytes ? 'paced' : 'ready'
+    if (this.#queued === 0 && bytes.length <= SLICE_BYTES && socket.writableLength < SLICE_BYTES) {
+      this.#handed += bytes.length
+      socket.write(bytes)
+    } else {
+      this.#queue.push(bytes)
+      this.#queued += bytes.length
+      this.#pump()
+    }
+    const unsent = this.unsent
+    this.#report(unsent)
+    return unsent >= this.options.maxBufferBytes ? 'paced' : 'ready'
   }
 
-  /** Paced: `resume` runs once less than LIVE_MAX_BUFFER_BYTES waits unsent (never if the stream closes first). */
+  /**
+   * Paced: `resume` runs once less than LIVE_MAX_BUFFER_BYTES waits unsent (never if the stream closes
+   * first): at the socket's 'drain', or at the next sweep when less than the socket's high-water mark waited.
+   */
   whenReady (resume: () => void): void {
     this.#onReady = resume
   }
@@ -144,9 +159,22 @@ export class EventStream implements Waiter {
     return this.#onReady !== undefined
   }
 
-  /** How long something has waited unsent with nothing taken by the client (0: it reads, or nothing waits). */
+  /**
+   * The sweep's look at the stream: how long something has waited unsent with nothing passed on to
+   * the system since (0 while nothing waits, or bytes move). Also brings its share of the shared count
+   * up to date, and lets a paced stream go on, where no 'drain' would.
+   */
   stalledFor (now: number): number {
-    return this.#waitingSince === undefined ? 0 : now - this.#waitingSince
+    this.#progress()
+    const unsent = this.unsent
+    const passed = this.passedOn
+    if (unsent === 0 || passed > this.#passedAtSweep) {
+      this.#passedAtSweep = passed
+      this.#waitingSince = unsent === 0 ? undefined : now
+      return 0
+    }
+    this.#waitingSince ??= now
+    return now - this.#waitingSince
   }
 
   /** The log no longer holds what this stream needs: end it; reconnecting, the client gets 410. */
@@ -175,13 +203,15 @@ export class EventStream implements Waiter {
     this.#onReady = undefined
     this.#queue.length = 0
     this.#queued = 0
+    this.response.socket?.off('drain', this.#drained)
     this.#report(0)
   }
 
   #pump (): void {
     const socket = this.response.socket
     if (socket === null || !this.open) return
-    // A write the system takes at once leaves nothing waiting: the loop goes on while it does.
+    // A write the system takes at once leaves nothing waiting: the loop goes on while it does. A
+    // slice it does not take makes the socket ask for 'drain' (a slice is above its high-water mark).
     while (this.#queue.length > 0 && socket.writableLength < SLICE_BYTES) {
       const head = this.#queue[0]!
       const end = Math.min(head.length, this.#offset + SLICE_BYTES)
@@ -194,21 +224,20 @@ export class EventStream implements Waiter {
       }
       this.#queued -= slice.length
       this.#handed += slice.length
-      socket.write(slice, this.#taken)
+      socket.write(slice)
     }
     if (this.#ending && this.#queue.length === 0 && this.#open) {
       this.#open = false
       // The response's own end() still closes the chunked body ('0' chunk), since it framed the head.
       this.response.end()
     }
-    this.#report(this.unsent)
   }
 
   #progress (): void {
     if (this.response.socket === null) return
     this.#pump()
     const unsent = this.unsent
-    this.#waitingSince = unsent > 0 ? performance.now() : undefined
+    this.#report(unsent)
     if (this.#onReady !== undefined && unsent < this.options.maxBufferBytes) {
       const resume = this.#onReady
       this.#onReady = undefined

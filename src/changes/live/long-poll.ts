@@ -1,5 +1,5 @@
 import { SyncTokenExpiredError } from '../../errors.js'
-import type { ChangesAnswer } from '../changes.js'
+import type { ChangesAnswer } from '../feed.js'
 import type { Delivered, Group, Waiter } from './hub.js'
 import { liveSpan } from '../../tracing/live-span.js'
 

@@ -1,4 +1,4 @@
-import type { ChangesHead } from '../changes.js'
+import type { ChangesHead } from '../feed.js'
 import type { FailureStreak } from './failure-streak.js'
 
 // One watcher per instance (CONTRACT 13): it reads the head of the change log every `intervalMs`

@@ -1,0 +1,51 @@
+// changes: the change feed of GET /v2/messages/changes (CONTRACT 12, 13): its answers, held
+// long-polls and streams behind one watcher per instance, and the pruning of its log.
+import fp from 'fastify-plugin'
+import { createChangeFeed } from '../src/changes/feed.js'
+import { delivered } from '../src/changes/live/delay-metric.js'
+import { createLiveDelivery, type LiveDelivery, type LiveOptions } from '../src/changes/live/delivery.js'
+import { every } from '../src/db/upkeep.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The change feed: a poll's answer (held while `wait` allows), a stream, and what they hold. */
+    changes: Pick<LiveDelivery, 'poll' | 'stream' | 'stats'> & { prune: () => Promise<number> }
+  }
+}
+
+const PRUNE_EVERY_MS = 60_000
+
+export interface ChangesPluginOptions extends LiveOptions {
+  /** SYNC_RETENTION_HOURS: how long the log keeps a change, and a token stays valid (default 720). */
+  retentionHours?: number
+}
+
+// Writes that succeed on this instance wake the watcher at once instead of at its next interval.
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
+
+export default fp<ChangesPluginOptions>(async function changes (app, opts) {
+  const feed = createChangeFeed(app.db, app.readDb, { retentionHours: opts.retentionHours ?? 720, history: app.databaseHistory })
+  // Older entries, and the tokens that need them, expire. Primary only.
+  const stopPruning = every(PRUNE_EVERY_MS, feed.prune, app.log, 'change log pruning failed')
+  app.addHook('onClose', async () => { stopPruning() })
+
+  const live = createLiveDelivery(feed, opts, {
+    failures: {
+      failed: (read, err) => { app.log.warn({ read, err: { message: err instanceof Error ? err.message : String(err) } }, 'live delivery: reading the change feed failed; trying again, with growing delays') },
+      recovered: (read, failures) => { app.log.info({ read, failures }, 'live delivery: reading the change feed works again') }
+    },
+    delivered
+  })
+  app.decorate('changes', { poll: live.poll, stream: live.stream, stats: live.stats, prune: feed.prune })
+
+  app.addHook('onResponse', function (request, reply, done) {
+    if (reply.statusCode < 300 && WRITES.has(request.method)) live.poke()
+    done()
+  })
+  // Before the server stops accepting: held long-polls are answered and streams end, so close() does
+  // not wait out a `wait`, and clients move to another instance without a gap.
+  app.addHook('preClose', function (done) {
+    live.close()
+    done()
+  })
+}, { name: 'changes', fastify: '5.x', dependencies: ['db'] })
