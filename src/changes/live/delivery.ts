@@ -46,7 +46,7 @@ export interface LiveHooks {
   delivered: (delaySeconds: number) => void
 }
 
-export interface ChangesRequest {
+export interface LiveRequest {
   since: string | undefined
   limit: number
   /** Seconds a long-poll may be held (0: answer at once). */
@@ -190,7 +190,7 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
   }
 
   /** Holds a long-poll that found nothing to answer until its position can be, `wait` ends, or the client leaves. */
-  function hold (reply: FastifyReply, request: ChangesRequest, first: ChangesAnswer): Promise<Buffer> {
+  function hold (reply: FastifyReply, request: LiveRequest, first: ChangesAnswer): Promise<Buffer> {
     admit(reply, request.address)
     return new Promise<Buffer>((resolve, reject) => {
       let settled = false
@@ -218,7 +218,7 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
 
   return {
     /** The answer to a poll, held while `wait` allows and nothing can be answered yet. */
-    async poll (reply: FastifyReply, request: ChangesRequest): Promise<Buffer> {
+    async poll (reply: FastifyReply, request: LiveRequest): Promise<Buffer> {
       const first = await feed.answerFor(request.since, request.limit)
       // An initial copy never waits (CONTRACT 13), nor does an answer that has something to say.
       // Nor is a client that already left held.
@@ -230,7 +230,7 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
      * Opens a stream at the client's position. A malformed or expired token is answered as JSON
      * before anything is streamed; after that, one event per answer with changes.
      */
-    async stream (reply: FastifyReply, request: ChangesRequest): Promise<void> {
+    async stream (reply: FastifyReply, request: LiveRequest): Promise<void> {
       admit(reply, request.address)
       const response = reply.raw
       const opened: { stream?: EventStream } = {}
