@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs'
 import { chmod, chown, mkdir, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { asRoot, binDir, ids, run, serverUser } from '../test/helpers/pg-cluster.js'
+import { asRoot, binDir, ids, run, serverUser } from '../scripts/postgres/binaries.js'
 
 /**
  * The settings the README recommends for a production server of this size: 24 GiB of memory, two cores,

@@ -6,7 +6,8 @@ import { messages, users } from '../../src/db/schema.js'
 import { bounded } from '../helpers/bounded.js'
 import { build, testConfig } from '../helpers/build.js'
 import { startTestIdp } from '../helpers/idp.js'
-import { pgClusterUnavailable, startPgCluster } from '../helpers/pg-cluster.js'
+import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
+import { startPgCluster } from '../../scripts/postgres/throwaway-cluster.js'
 
 // Faults while running (README "Operating it"): the database goes away and comes back, on a
 // throwaway PostgreSQL server of the machine's own binaries that this file owns, whether or not

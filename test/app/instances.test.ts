@@ -6,7 +6,8 @@ import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
-import { pgClusterUnavailable, postgresDatabase } from '../helpers/pg-cluster.js'
+import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
+import { postgresDatabase } from '../helpers/database.js'
 import { LOADER_ARGS, LOADER_ENV } from '../helpers/server-process.js'
 
 // CONTRACT 11, several instances: two real server processes start at the same moment on one fresh

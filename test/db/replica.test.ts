@@ -2,7 +2,8 @@ import t from 'tap'
 import { sql } from 'drizzle-orm'
 import postgres from 'postgres'
 import { buildApp, type App } from '../../src/app.js'
-import { pgClusterUnavailable, startPgCluster, waitForReplay } from '../helpers/pg-cluster.js'
+import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
+import { startPgCluster, waitForReplay } from '../../scripts/postgres/throwaway-cluster.js'
 import { testConfig } from '../helpers/build.js'
 
 // CONTRACT 11 against a real streaming replica: a throwaway primary and replica of the machine's

@@ -7,7 +7,8 @@ import { testConfig } from '../helpers/build.js'
 import { buildWithUrl } from '../helpers/exactness.js'
 import { createAuthor, queryRows } from '../helpers/fixtures.js'
 import { cursorKinds, pageBody, pagination } from '../helpers/pagination.js'
-import { pgClusterUnavailable, startPgCluster } from '../helpers/pg-cluster.js'
+import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
+import { startPgCluster } from '../../scripts/postgres/throwaway-cluster.js'
 
 // The counters behind totals and deep pages (drizzle/0006), the grouped writes, and the page cache,
 // seen from outside: whatever writes, through the API or by SQL, the next read is exact.

@@ -7,7 +7,8 @@ import { mergePendingLists } from '../../src/search/pending-lists.js'
 import { buildApp } from '../../src/app.js'
 import { build, testConfig } from '../helpers/build.js'
 import { createAuthor, queryRows } from '../helpers/fixtures.js'
-import { pgClusterUnavailable, postgresDatabase } from '../helpers/pg-cluster.js'
+import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
+import { postgresDatabase } from '../helpers/database.js'
 
 const GIN_INDEXES = ['messages_content_joins_idx', 'messages_content_words_trgm_idx', 'messages_subject_trgm_idx']
 

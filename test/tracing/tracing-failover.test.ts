@@ -4,13 +4,14 @@ import t from 'tap'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { testConfig } from '../helpers/build.js'
-import { pgClusterUnavailable, startFailoverCluster } from '../helpers/failover-cluster.js'
+import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
+import { startFailoverCluster } from '../../scripts/postgres/failover-cluster.js'
 import { startOtlpReceiver, type ExportedSpan } from '../helpers/otlp-receiver.js'
 import { renderTrace } from '../helpers/trace-tree.js'
 
 // CONTRACT 14 and 15: during a failover, a request whose connection waits for the election of a
 // writable primary, or finds none, shows it in its trace. On a throwaway primary and standby
-// (test/helpers/failover-cluster.ts), whichever database the suite runs on.
+// (scripts/postgres/failover-cluster.ts), whichever database the suite runs on.
 
 const skip = pgClusterUnavailable() ?? false
 const DATABASE = 'messages'

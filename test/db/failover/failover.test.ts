@@ -2,12 +2,13 @@ import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
 import { buildApp, type App } from '../../../src/app.js'
-import { startFailoverCluster, pgClusterUnavailable, type FailoverCluster, type ServerName } from '../../helpers/failover-cluster.js'
+import { pgClusterUnavailable } from '../../../scripts/postgres/binaries.js'
+import { startFailoverCluster, type FailoverCluster, type ServerName } from '../../../scripts/postgres/failover-cluster.js'
 import { testConfig } from '../../helpers/build.js'
 import { SyncClient, differences, type SyncMessage } from '../../helpers/sync-client.js'
 
 // CONTRACT 14 from outside: the service on a multi-host URL naming a throwaway primary a and its
-// standby b (test/helpers/failover-cluster.ts), whether or not TEST_DATABASE_URL is set. The
+// standby b (scripts/postgres/failover-cluster.ts), whether or not TEST_DATABASE_URL is set. The
 // primary is killed and the standby promoted under load; what the service answers meanwhile and
 // afterwards is checked against what the new primary holds, by SQL.
 

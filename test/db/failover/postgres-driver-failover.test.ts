@@ -1,12 +1,13 @@
 import t, { type Test } from 'tap'
 import { Socket } from 'node:net'
 import postgres from 'postgres'
-import { pgClusterUnavailable, startFailoverCluster, type FailoverCluster, type ServerName } from '../../helpers/failover-cluster.js'
+import { pgClusterUnavailable } from '../../../scripts/postgres/binaries.js'
+import { startFailoverCluster, type FailoverCluster, type ServerName } from '../../../scripts/postgres/failover-cluster.js'
 
 /*
  * What postgres.js 3.4.9 itself does when the database fails over: the driver alone, no app, with
  * the multi-host URL a,b and target_session_attrs=read-write (max 2, connect_timeout 3), against
- * PostgreSQL 15 servers (test/helpers/failover-cluster.ts). Characterisation: these assert today's
+ * PostgreSQL 15 servers (scripts/postgres/failover-cluster.ts). Characterisation: these assert today's
  * behaviour, so a driver upgrade that changes it fails here. Observed (2-core machine):
  *
  * 0. read-write does not skip a hot standby. PostgreSQL 14+ reports default_transaction_read_only

@@ -3,7 +3,8 @@ import t from 'tap'
 import postgres from 'postgres'
 import { PrimaryElector } from '../../../src/db/failover/elector.js'
 import { PRIMARY_UNAVAILABLE_CODE } from '../../../src/errors.js'
-import { pgClusterUnavailable, startFailoverCluster } from '../../helpers/failover-cluster.js'
+import { pgClusterUnavailable } from '../../../scripts/postgres/binaries.js'
+import { startFailoverCluster } from '../../../scripts/postgres/failover-cluster.js'
 
 // The elector opens the primary pool's connections (src/db/failover/elector.ts). postgres.js 3.4.9
 // defers a connection's startup message to a setImmediate, and a socket that closes before that

@@ -4,22 +4,22 @@ import { chmod, chown, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { freePort } from '../../scripts/free-port.js'
-import { asRoot, binDir, ids, run, runAsync, serverUser, waitForReplay } from './pg-cluster.js'
-
-export { pgClusterUnavailable } from './pg-cluster.js'
+import { freePort } from '../free-port.js'
+import { asRoot, binDir, ids, run, runAsync, serverUser } from './binaries.js'
+import { waitForReplay } from './throwaway-cluster.js'
 
 /**
  * Throwaway two-server clusters for failover tests and the deploy check: server a starts as the
  * primary, b as its streaming standby (synchronous or not), both on free loopback ports in one
- * temporary folder. Unlike pg-cluster.ts this is about acknowledged commits surviving, so
+ * temporary folder. Unlike throwaway-cluster.ts this is about acknowledged commits surviving, so
  * synchronous_commit and full_page_writes stay on; fsync stays off because the servers are killed,
  * never the machine, and the page cache survives a killed process.
  * The helper tracks which server it made primary; it does not follow a promotion done behind its
  * back. kill and restart are synchronous (the event loop stops for their ~0.1 s); the other steps
  * leave it running, so that clients under test keep being served. Everything is stopped and
  * removed by `stop`, and, should the process exit without it, by an exit hook (not on a signal,
- * as in pg-cluster.ts). No tap import: scripts/ uses it too.
+ * as in throwaway-cluster.ts). The tests and the failover check (scripts/failover/) both use it, so
+ * nothing here imports tap.
  */
 export type ServerName = 'a' | 'b'
 
