@@ -1,5 +1,5 @@
 import t from 'tap'
-import { platformaticMessageProblem, platformaticPageProblem, platformaticPath, platformaticPostBody } from '../../bench/peer.js'
+import { platformaticMessageProblem, platformaticPageProblem, platformaticPath, platformaticPostBody } from '../../bench/servers/platformatic-peer.js'
 
 t.test('a list or search path as the same request to Platformatic DB', async (t) => {
   t.equal(platformaticPath('/v2/messages?page=1&limit=25'), '/messages?limit=25&offset=0&totalCount=true&orderby.id=asc')
