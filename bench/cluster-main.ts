@@ -1,6 +1,6 @@
-/** `npm run bench:cluster`: start or stop the benchmark's own PostgreSQL server (bench/cluster.ts). */
+/** `npm run bench:cluster`: start or stop the benchmark's own PostgreSQL server (bench/database/own-cluster.ts). */
 import { parseArgs } from 'node:util'
-import { DEFAULT_DIR, SETTINGS, startCluster, stopCluster, type SettingsName } from './cluster.js'
+import { DEFAULT_DIR, SETTINGS, startCluster, stopCluster, type SettingsName } from './database/own-cluster.js'
 
 const USAGE = `Usage: npm run bench:cluster -- start|stop [--settings debian|recommended] [--port <n>] [--dir <path>] [--profile]
 

@@ -1,18 +1,19 @@
-/** `npm run bench:curve`: benchmark runs at several table sizes as one table and chart (bench/curve.ts). */
+/** `npm run bench:curve`: benchmark runs at several table sizes as one table and chart (bench/report/size-curve.ts). */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { renderCurveMarkdown, renderCurveSvg } from './curve.js'
-import type { BenchReport } from './report.js'
+import { renderCurveMarkdown, renderCurveSvg } from './report/size-curve.js'
+import type { BenchReport } from './report/bench-report.js'
 
 const USAGE = `Usage: npm run bench:curve -- [--out <name>] <run.json> <run.json> ...
 
 Reads benchmark runs of the same rows at different table sizes (npm run bench -- --messages N --out size-N)
-and writes bench-results/<name>.{md,svg} (default size-curve): requests per second of each row at each size, how much
+and writes bench/results/<name>.{md,svg} (default size-curve): requests per second of each row at each size, how much
 costlier each row is on the largest table than on the smallest, seed time, database size and peak RSS.
 `
 
-const RESULTS_DIR = fileURLToPath(new URL('../bench-results', import.meta.url))
+// bench/results/, as RESULTS_DIR in bench/run/locations.ts (not imported: it loads the database client).
+const RESULTS_DIR = fileURLToPath(new URL('./results', import.meta.url))
 
 function main (args: string[]): number {
   const at = args.indexOf('--out')

@@ -1,22 +1,22 @@
 /**
  * `npm run bench`: the load benchmark (docs/benchmarks.md). Seeds the database when needed, starts the
- * servers, measures every row against each of them, and writes the results to bench-results/.
+ * servers, measures every row against each of them, and writes the results to bench/results/.
  */
 import { mkdirSync } from 'node:fs'
-import { createTokens, type Tokens } from './callers.js'
-import { messageCount, type DeferredWrites } from './checks.js'
-import { failureText, helpText, parseOptions, type BenchOptions } from './cli.js'
-import { bulkInsertCost, serverCpu } from './database-cpu.js'
-import { openOracle, prepareDatabase } from './database.js'
+import { createTokens, type Tokens } from './run/caller-tokens.js'
+import { messageCount, type DeferredWrites } from './checks/answer-checks.js'
+import { failureText, helpText, parseOptions, type BenchOptions } from './run/command-line.js'
+import { bulkInsertCost, serverCpu } from './database/cpu-per-write.js'
+import { openOracle, prepareDatabase } from './database/seed-and-open.js'
 import { runLive, wantsLive } from './live/section.js'
-import { RESULTS_DIR } from './locations.js'
-import type { RunSettings } from './measure.js'
-import type { Oracle } from './oracle.js'
-import type { BenchReport } from './report.js'
-import { checkDeferred, describeMachine, failed, RSS_LIMIT_MB, writeResults } from './results.js'
+import { RESULTS_DIR } from './run/locations.js'
+import type { RunSettings } from './run/measure-row.js'
+import type { Oracle } from './checks/reference-sql.js'
+import type { BenchReport } from './report/bench-report.js'
+import { checkDeferred, describeMachine, failed, RSS_LIMIT_MB, writeResults } from './report/write-results.js'
 import { buildRows } from './rows/index.js'
-import { runRows, warmUp } from './run.js'
-import { cleanup, handleSignals, isStopping, startIdentityProvider, startServers, type Identity } from './servers.js'
+import { runRows, warmUp } from './run/run-rows.js'
+import { cleanup, handleSignals, isStopping, startIdentityProvider, startServers, type Identity } from './servers/child-servers.js'
 
 /** Starts the servers, measures the rows and writes the results; returns the exit code. */
 async function run (options: BenchOptions, identity: Identity, tokens: Tokens, oracle: Oracle, seed: BenchReport['seed']): Promise<number> {

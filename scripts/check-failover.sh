@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A database failover, checked on real processes: a throwaway PostgreSQL primary and synchronous
-# standby on loopback (test/helpers/failover-cluster.ts), two compiled API instances whose
+# standby on loopback (scripts/postgres/failover-cluster.ts), two compiled API instances whose
 # DATABASE_URL names both, and HAProxy running deploy/haproxy.cfg in front of them. Under the
 # rolling-restart check's mixed load and live clients, the primary is killed (SIGKILL), the standby
 # promoted 2 s later, and the answers in between, the writes after, and the promoted server's table

@@ -6,7 +6,7 @@
  */
 import { loadavg } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { sampleRss } from '../probes.js'
+import { sampleRss } from '../load/memory-and-health-probes.js'
 import { startFleet, type Fleet } from './fleet.js'
 import { readLiveMetrics } from './metrics.js'
 import type { ExactnessReport, FromClient } from './protocol.js'

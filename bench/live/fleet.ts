@@ -5,8 +5,8 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
-import { BenchError } from '../errors.js'
-import { ROOT } from '../locations.js'
+import { BenchError } from '../run/bench-error.js'
+import { ROOT } from '../run/locations.js'
 import type { CommittedWrite, FromClient, ToClient } from './protocol.js'
 
 // Far beyond any row: the client exits by itself if the benchmark forgets it.

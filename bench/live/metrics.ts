@@ -1,7 +1,7 @@
 /** The service's live-delivery counters and gauges, read from GET /metrics (Prometheus text, CONTRACT 13). */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { request } from 'undici'
-import { BenchError } from '../errors.js'
+import { BenchError } from '../run/bench-error.js'
 
 export interface LiveMetrics {
   /** Head reads of the change log by the instance's watcher. */

@@ -2,9 +2,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Sql } from 'postgres'
 import { request } from 'undici'
-import type { Oracle } from '../oracle.js'
-import type { Child, ServerPlan } from '../servers.js'
-import { followFeed, SYNC_LIMIT } from '../sync-walk.js'
+import type { Oracle } from '../checks/reference-sql.js'
+import type { Child, ServerPlan } from '../servers/child-servers.js'
+import { followFeed, SYNC_LIMIT } from '../delta-sync/section.js'
 import type { Fleet } from './fleet.js'
 import { readLiveMetrics } from './metrics.js'
 import { cpuSeconds, postgresCpu, rssKb } from './proc.js'
@@ -29,7 +29,7 @@ export interface LiveSession {
   token: string
   /** The database's name when PostgreSQL's processes are visible on this machine (their CPU time is read). */
   postgresHere: string | undefined
-  /** Fresh POST callers for a round of the write path, new subjects included (see callers.ts). */
+  /** Fresh POST callers for a round of the write path, new subjects included (see bench/run/caller-tokens.ts). */
   posters: (round: string) => Promise<string[]>
 }
 

@@ -5,10 +5,10 @@
  * POST again with WRITE_PATH_CLIENTS SSE clients open, their deliveries beside the throughput.
  */
 import { loadavg } from 'node:os'
-import { runCannon, type CannonRequest, type CannonResult } from '../cannon.js'
+import { runCannon, type CannonRequest, type CannonResult } from '../load/autocannon.js'
 import { rotatingPost } from '../rows/post.js'
-import { startService, stopChild, type Child } from '../servers.js'
-import { settle } from '../settle.js'
+import { startService, stopChild, type Child } from '../servers/child-servers.js'
+import { settle } from '../database/wait-quiet.js'
 import { clientProblems, DRAIN_MS, exactProblems, openClients, tableProblems } from './delivery.js'
 import { postgresCpu } from './proc.js'
 import { UNKNOWN_COMMIT, UNKNOWN_START, wallClock, type CommittedWrite } from './protocol.js'

@@ -3,10 +3,10 @@
  * (see Sequence), compared with warm page 1 of the same run.
  */
 import { rarePhrases } from '../../scripts/seed.js'
-import { expectPath } from '../checks.js'
-import type { Oracle } from '../oracle.js'
-import { int } from '../report.js'
-import { shuffled } from '../sequence.js'
+import { expectPath } from '../checks/answer-checks.js'
+import type { Oracle } from '../checks/reference-sql.js'
+import { int } from '../report/bench-report.js'
+import { shuffled } from '../load/cold-order.js'
 import type { Row, RowBuilder } from './row.js'
 
 export const COLD_LIMIT = 25

@@ -1,5 +1,5 @@
 /** The rows whose answer is one fixed body: GET /health, and GET /v2/hello behind an RS256 token. */
-import { DEFAULT_TARGETS } from '../report.js'
+import { DEFAULT_TARGETS } from '../report/bench-report.js'
 import type { RowBuilder } from './row.js'
 
 export const healthRow: RowBuilder = async ({ wanted }) => {

@@ -1,8 +1,8 @@
 /** Every row of the benchmark, in the order they run, and the keys that name them on the command line. */
-import type { Tokens } from '../callers.js'
+import type { Tokens } from '../run/caller-tokens.js'
 import { EMBEDDED_LIVE_KEYS, LIVE_KEYS } from '../live/rows.js'
-import { EVERYTHING, type Oracle } from '../oracle.js'
-import type { Child } from '../servers.js'
+import { EVERYTHING, type Oracle } from '../checks/reference-sql.js'
+import type { Child } from '../servers/child-servers.js'
 import { COLD_SORTS, coldRows } from './cold.js'
 import { healthRow, helloRow } from './fixed.js'
 import { filteredRow, pageRows, searchRow } from './list.js'
@@ -13,7 +13,7 @@ import type { Row, RowBuilder } from './row.js'
 import { syncPollRow } from './sync-poll.js'
 import { WRITTEN_SORTS, writtenRows } from './written.js'
 
-// `sync` is the delta sync section (bench/sync-walk.ts), run between the rows rather than as one; the
+// `sync` is the delta sync section (bench/delta-sync/section.ts), run between the rows rather than as one; the
 // live keys are the live delivery section (bench/live/), run after every row.
 export const ROW_KEYS = ['health', 'page1-25', 'middle-25', 'last-25', 'page1-100', 'middle-100', 'last-100', 'revalidate-25', 'gzip-25', 'cursor-25',
   'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'mix', ...WRITTEN_SORTS.map((sort) => sort.key), 'hello', 'post', 'post-idempotent', 'sync', 'sync-poll', ...LIVE_KEYS]

@@ -1,13 +1,13 @@
 /**
  * The list rows: page 1, a middle page and the last page at limit 25 and 100, one filtered and one search
  * page. Each is checked before and after its load against the oracle's exact page, and the Platformatic
- * peer is asked the same page (bench/peer.ts) and held to the same expectation.
+ * peer is asked the same page (bench/servers/platformatic-peer.ts) and held to the same expectation.
  */
 import { SEARCH_WORDS } from '../../scripts/seed.js'
-import { expectPage, expectPath, pageProblem, searchWhere, type PageExpectation, type PeerVerify } from '../checks.js'
-import { EVERYTHING, type Oracle } from '../oracle.js'
-import { platformaticPageProblem, platformaticPath } from '../peer.js'
-import { DEFAULT_TARGETS, type Target } from '../report.js'
+import { expectPage, expectPath, pageProblem, searchWhere, type PageExpectation, type PeerVerify } from '../checks/answer-checks.js'
+import { EVERYTHING, type Oracle } from '../checks/reference-sql.js'
+import { platformaticPageProblem, platformaticPath } from '../servers/platformatic-peer.js'
+import { DEFAULT_TARGETS, type Target } from '../report/bench-report.js'
 import type { Row, RowBuilder } from './row.js'
 
 const SEARCH_WORD: keyof typeof SEARCH_WORDS = 'quokka'

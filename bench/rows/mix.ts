@@ -7,9 +7,9 @@
  */
 import { rarePhrases, SEARCH_WORDS, SUBJECTS } from '../../scripts/seed.js'
 import { createRandom } from '../../scripts/seeded-random.js'
-import { expectPath } from '../checks.js'
-import type { Oracle } from '../oracle.js'
-import { pageQuery } from '../paths.js'
+import { expectPath } from '../checks/answer-checks.js'
+import type { Oracle } from '../checks/reference-sql.js'
+import { pageQuery } from '../checks/path-queries.js'
 import { COLD_LIMIT, COLD_SEED } from './cold.js'
 import type { RowBuilder } from './row.js'
 

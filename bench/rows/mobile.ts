@@ -1,10 +1,10 @@
 /** Mobile clients (CONTRACT 12): page 1 revalidated, page 1 gzipped, a cursor page; each measured against page 1 of this run. */
 import { request } from 'undici'
-import { parseJson, type Item } from '../checks.js'
-import { BenchError } from '../errors.js'
-import { EVERYTHING, type Oracle } from '../oracle.js'
-import { int } from '../report.js'
-import type { Child } from '../servers.js'
+import { parseJson, type Item } from '../checks/answer-checks.js'
+import { BenchError } from '../run/bench-error.js'
+import { EVERYTHING, type Oracle } from '../checks/reference-sql.js'
+import { int } from '../report/bench-report.js'
+import type { Child } from '../servers/child-servers.js'
 import type { Row, RowBuilder } from './row.js'
 
 const PAGE_1 = '/v2/messages?page=1&limit=25'

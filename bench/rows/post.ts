@@ -2,12 +2,12 @@
  * The write rows, last of all: they add rows, which would move every page expectation before them.
  * POST /v2/messages against every server, and with a fresh Idempotency-Key each against the service.
  */
-import { postBodies } from '../bodies.js'
-import type { CannonRequest } from '../cannon.js'
-import { POST_SUBJECTS } from '../callers.js'
-import { parseJson, type Item } from '../checks.js'
-import { platformaticMessageProblem, platformaticPostBody } from '../peer.js'
-import type { Target } from '../report.js'
+import { postBodies } from '../load/message-bodies.js'
+import type { CannonRequest } from '../load/autocannon.js'
+import { POST_SUBJECTS } from '../run/caller-tokens.js'
+import { parseJson, type Item } from '../checks/answer-checks.js'
+import { platformaticMessageProblem, platformaticPostBody } from '../servers/platformatic-peer.js'
+import type { Target } from '../report/bench-report.js'
 import type { Row, RowBuilder } from './row.js'
 
 const verify = (b: string): string | undefined => {

@@ -1,11 +1,11 @@
 /** What a row of the benchmark is: the requests of one measurement, and how its answers are checked. */
-import type { CannonRequest } from '../cannon.js'
-import type { Tokens } from '../callers.js'
-import type { PageExpectation, PeerVerify } from '../checks.js'
-import type { Oracle } from '../oracle.js'
-import type { Target } from '../report.js'
-import type { Child } from '../servers.js'
-import type { SteadyWriter } from '../writer.js'
+import type { CannonRequest } from '../load/autocannon.js'
+import type { Tokens } from '../run/caller-tokens.js'
+import type { PageExpectation, PeerVerify } from '../checks/answer-checks.js'
+import type { Oracle } from '../checks/reference-sql.js'
+import type { Target } from '../report/bench-report.js'
+import type { Child } from '../servers/child-servers.js'
+import type { SteadyWriter } from '../load/steady-writer.js'
 
 export interface Row {
   key: string
@@ -36,7 +36,7 @@ export interface Row {
 }
 
 /**
- * A row for the Platformatic peer (bench/peer.ts): its own requests, and checks that see the headers,
+ * A row for the Platformatic peer (bench/servers/platformatic-peer.ts): its own requests, and checks that see the headers,
  * since a page's total is a header there (X-Total-Count), not a member of the body.
  */
 export interface PeerRow {

@@ -4,8 +4,8 @@
  * (some 12 s at 1,000,000 messages) is made just before the row, last of all: a full copy leaves the
  * service larger (see docs/benchmarks.md), which must not be charged to the rows before it.
  */
-import { int } from '../report.js'
-import { followFeed, SYNC_LIMIT } from '../sync-walk.js'
+import { int } from '../report/bench-report.js'
+import { followFeed, SYNC_LIMIT } from '../delta-sync/section.js'
 import type { RowBuilder } from './row.js'
 
 // A poll that finds nothing: no entry, a token, nothing more. The token differs per answer (it carries when it was issued).

@@ -3,10 +3,10 @@
  * another one, while a writer creates WRITES_PER_SECOND messages through the API. Every write makes the
  * page cache and the anchors of the version before out of date, as on a messaging API in use.
  */
-import { postBodies } from '../bodies.js'
-import { expectPath } from '../checks.js'
-import { EVERYTHING, type Oracle } from '../oracle.js'
-import { startWriter } from '../writer.js'
+import { postBodies } from '../load/message-bodies.js'
+import { expectPath } from '../checks/answer-checks.js'
+import { EVERYTHING, type Oracle } from '../checks/reference-sql.js'
+import { startWriter } from '../load/steady-writer.js'
 import { COLD_LIMIT, randomPageRow, type ColdSort } from './cold.js'
 import type { Row, RowBuilder } from './row.js'
 

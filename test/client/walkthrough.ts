@@ -3,7 +3,7 @@ import type { paths } from './api.js'
 
 // The README walk-through, written as a user of a client generated from /api-docs/json would write it:
 // every path, parameter and body is typed by the document, so a document change that breaks this
-// code fails `tsc` (test/openapi-client.test.ts compiles it strictly before running it).
+// code fails `tsc` (test/openapi/openapi-client.test.ts compiles it strictly before running it).
 
 export interface Tokens {
   /** A caller with the User role. */

@@ -6,6 +6,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import postgres from 'postgres'
+import type { Test } from 'tap'
+import { startPgCluster } from '../../scripts/postgres/throwaway-cluster.js'
 import { createDb } from '../../src/db/client.js'
 
 /**
@@ -41,6 +43,20 @@ export async function freshDatabase (): Promise<{ url: string, dataDir?: string,
       }
     }
   }
+}
+
+/**
+ * A PostgreSQL database for a test that needs one whatever the suite runs on: the suite's own
+ * (TEST_DATABASE_URL), or a throwaway cluster's (PGlite runs in one process, so two instances cannot
+ * share it). Skip such a test with pgClusterUnavailable() only off PostgreSQL.
+ */
+export async function postgresDatabase (t: Test): Promise<string> {
+  const database = await freshDatabase()
+  t.teardown(() => database.drop())
+  if (database.url.startsWith('postgres')) return database.url
+  const cluster = await startPgCluster({ replica: false })
+  t.teardown(() => cluster.stop())
+  return cluster.primaryUrl()
 }
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))

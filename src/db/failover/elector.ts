@@ -7,7 +7,7 @@ import { parseHosts, type Host } from './hosts.js'
 import { ServerProbe, type ServerState } from './probe.js'
 
 // Following a failover (CONTRACT 14). What postgres.js 3.4.9 does alone with several hosts and
-// target_session_attrs=read-write (test/postgres-driver-failover.test.ts): each new connection tries
+// target_session_attrs=read-write (test/db/failover/postgres-driver-failover.test.ts): each new connection tries
 // the hosts in turn and takes the first that accepts it. It does not skip a hot standby of
 // PostgreSQL 14 and later (it judges read-write by default_transaction_read_only alone), so writes
 // land on a standby and fail with 25006; with every host refusing, a query waits without end while

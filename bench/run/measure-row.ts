@@ -1,0 +1,173 @@
+/** One measurement: a row's load against one server, and every check of its answers, writes and health. */
+import { runCannon, type CannonRequest, type CannonResult } from '../load/autocannon.js'
+import { checkPage, checkPeerPage, lostWrites, messageCount, pageProblem, sampled, VERIFY_EVERY, withAcknowledged, type DeferredWrites } from '../checks/answer-checks.js'
+import { BenchError } from './bench-error.js'
+import { mergeSearchIndexes, type ServerCpu } from '../database/cpu-per-write.js'
+import type { Oracle } from '../checks/reference-sql.js'
+import { probeHealth, sampleRss } from '../load/memory-and-health-probes.js'
+import { int, type Measurement } from '../report/bench-report.js'
+import type { PeerRow, Row, Sequence } from '../rows/row.js'
+import { logTail } from '../servers/server-logs.js'
+import { running, type Child } from '../servers/child-servers.js'
+import type { WriterResult } from '../load/steady-writer.js'
+import { groupTotals, summarize } from '../database/write-groups.js'
+
+export interface RunSettings {
+  duration: number
+  connections: number
+  maxRequests: number
+  oracle: Oracle
+  deferred: DeferredWrites[]
+  /** The database server's CPU clock, when it runs on this machine (bench/database/cpu-per-write.ts). */
+  databaseCpu?: ServerCpu
+}
+
+// Answers of a cold row checked against the oracle after the row: each is a query of its own there.
+const SEQUENCE_SAMPLES = 30
+
+/** A cold row's requests: the next path of the sequence each time, every VERIFY_EVERY-th answer kept for checking. */
+function sequenceRequests (sequence: Sequence, samples: Array<[string, string]>): CannonRequest[] {
+  let sent = 0
+  let answered = 0
+  return [{
+    method: 'GET',
+    setupRequest: (request, context) => {
+      const path = sequence.paths[sent++ % sequence.paths.length]!
+      context.path = path
+      return { ...request, path }
+    },
+    onResponse: (status, body, context) => {
+      if (status === 200 && answered++ % (sequence.sampleEvery ?? VERIFY_EVERY) === 0 && samples.length < SEQUENCE_SAMPLES) samples.push([String(context.path), body])
+    }
+  }]
+}
+
+/** A peer's requests, every VERIFY_EVERY-th 2xx answer checked with its headers (autocannon's verifyBody sees none). */
+function peerRequests (peer: PeerRow, problems: string[]): CannonRequest[] {
+  let answered = 0
+  return peer.requests().map((request) => ({
+    ...request,
+    onResponse: (status, body, _context, headers) => {
+      if (status < 200 || status > 299 || answered++ % VERIFY_EVERY !== 0) return
+      const problem = peer.verify(body, headers)
+      if (problem !== undefined && problems.length < 3) problems.push(`sampled body: ${problem}`)
+    }
+  }))
+}
+
+/** The page check of a row, before or after its load: the service's shape, or the peer's. */
+async function checkRowPage (row: Row, child: Child, peer: PeerRow | undefined): Promise<string | undefined> {
+  if (peer !== undefined) return peer.page === undefined ? undefined : await checkPeerPage(child.base, peer.page, peer.verify)
+  return row.page === undefined ? undefined : await checkPage(child.base, row.page.path, row.page.expect)
+}
+
+interface Load {
+  result: CannonResult
+  written: WriterResult | undefined
+  health: NonNullable<Measurement['health']>
+  peakRssMb: number
+  /** Cold rows: sampled answers, each with its path. */
+  samples: Array<[string, string]>
+  bodyProblems: string[]
+}
+
+/** The row's load on one server, with its RSS sampled, its liveness probed and the row's writer beside it. */
+async function runLoad (row: Row, child: Child, peer: PeerRow | undefined, settings: RunSettings, acknowledged: number[] | undefined): Promise<Load> {
+  const samples: Array<[string, string]> = []
+  const rss = sampleRss(child.process.pid)
+  const probe = probeHealth(child.base + child.health)
+  const bodyProblems: string[] = []
+  const writer = row.writer?.(child)
+  const result = await runCannon({
+    url: child.base,
+    connections: settings.connections,
+    duration: row.duration ?? settings.duration,
+    maxOverallRequests: row.sequence === undefined || row.sequence.repeat === true ? settings.maxRequests : Math.min(settings.maxRequests, row.sequence.paths.length),
+    timeout: 10,
+    requests: peer !== undefined ? peerRequests(peer, bodyProblems) : row.sequence === undefined ? row.requests(child.name) : sequenceRequests(row.sequence, samples),
+    verifyBody: withAcknowledged(peer !== undefined || row.verify === undefined ? () => true : sampled(row.verify, bodyProblems), acknowledged)
+  })
+  const written = await writer?.stop()
+  const health = await probe.stop()
+  const peakRssMb = rss.stop()
+  return { result, written, health, peakRssMb, samples, bodyProblems }
+}
+
+/** A cold row's sampled answers, each checked against the oracle's exact answer to its path. */
+async function sequenceProblems (sequence: Sequence, samples: Array<[string, string]>, requests: number): Promise<string[]> {
+  const problems: string[] = []
+  const wrong: string[] = []
+  for (const [path, body] of samples) {
+    const problem = pageProblem(body, await sequence.expect(path))
+    if (problem !== undefined) wrong.push(`${path}: ${problem}`)
+  }
+  if (wrong.length > 0) problems.push(`${wrong.length} of ${samples.length} sampled answers are wrong; the first, ${wrong[0]!}`)
+  if (samples.length === 0 && requests > 0) problems.push('no answer was sampled')
+  return problems
+}
+
+/** What autocannon counted: statuses that are not success, connection errors, an empty run, failed body checks. */
+function resultProblems (row: Row, peer: PeerRow | undefined, load: Load): { problems: string[], non2xx: number } {
+  const { result } = load
+  const problems: string[] = []
+  const errors = result.errors + result.timeouts
+  const failing = Object.entries(result.statusCodeStats).filter(([code]) => !code.startsWith('2') && row.alsoOk?.includes(Number(code)) !== true)
+  if (failing.length > 0) problems.push(`non-2xx responses: ${failing.map(([code, s]) => `${s.count}× ${code}`).join(', ')}`)
+  const otherStatus = peer?.status === undefined ? [] : Object.entries(result.statusCodeStats).filter(([code]) => code.startsWith('2') && Number(code) !== peer.status)
+  if (otherStatus.length > 0) problems.push(`answers other than ${peer!.status!}: ${otherStatus.map(([code, s]) => `${s.count}× ${code}`).join(', ')}`)
+  if (errors > 0) problems.push(`${result.errors} connection errors (${result.timeouts} timeouts)`)
+  if (result.requests.total === 0) problems.push('no request completed within the duration')
+  if (result.mismatches > 0 && load.bodyProblems.length === 0) problems.push(`${result.mismatches} sampled bodies failed the checks`)
+  return { problems, non2xx: failing.reduce((n, [, s]) => n + s.count, 0) }
+}
+
+/** The problems of the writer beside the row, after printing what it wrote. */
+function writerProblems (row: Row, child: Child, written: WriterResult): string[] {
+  process.stdout.write(`bench: ${row.name} (${child.name}): ${int(written.created)} writes in ${written.seconds.toFixed(1)} s beside it\n`)
+  return written.created === 0 ? [...written.problems, 'the writer wrote nothing'] : written.problems
+}
+
+export async function measure (row: Row, child: Child, settings: RunSettings): Promise<Measurement> {
+  const { oracle } = settings
+  // The peer answers in a shape of its own, so its rows carry their own requests and checks.
+  const peer = child.name === 'platformatic' ? row.platformatic : undefined
+  if (child.name === 'platformatic' && peer === undefined) throw new BenchError(`"${row.name}" has no Platformatic equivalent`)
+  await row.prepare?.()
+  const problems: string[] = []
+  const before = await checkRowPage(row, child, peer)
+  if (before !== undefined) problems.push(`before the run, ${before}`)
+  // The ceiling answers a create without writing it: there is nothing to count.
+  const countsWrites = row.countsWrites === true && child.name !== 'ceiling'
+  const countBefore = countsWrites ? await messageCount(oracle, child.base) : 0
+  const acknowledged: number[] = []
+  const groupsBefore = countsWrites && child.name === 'service' ? await groupTotals(child.base) : undefined
+  // What the database spends on the row's writes, the merge of the search indexes' lists they fill included.
+  const cpu = countsWrites && oracle.live ? settings.databaseCpu : undefined
+  if (cpu !== undefined) await mergeSearchIndexes(oracle)
+  const cpuBefore = cpu?.()
+  const load = await runLoad(row, child, peer, settings, countsWrites ? acknowledged : undefined)
+  if (cpu !== undefined) await mergeSearchIndexes(oracle)
+  const databaseCpu = cpuBefore === undefined ? undefined : cpu!() - cpuBefore
+  const groups = groupsBefore === undefined ? undefined : summarize(groupsBefore, await groupTotals(child.base))
+  if (load.written !== undefined) problems.push(...writerProblems(row, child, load.written))
+  if (!running(child)) throw new BenchError(`the ${child.name} server exited during "${row.name}" (${child.log}):\n${logTail(child.log)}`)
+  problems.push(...load.bodyProblems)
+  if (load.health.failed > 0) problems.push(`${load.health.failed} of ${load.health.count} ${child.health} probes failed`)
+  if (row.sequence !== undefined) problems.push(...await sequenceProblems(row.sequence, load.samples, load.result.requests.total))
+  const after = await checkRowPage(row, child, peer)
+  if (after !== undefined) problems.push(`after the run, ${after}`)
+  let databaseUsPerWrite: number | undefined
+  if (countsWrites) {
+    const added = await messageCount(oracle, child.base) - countBefore
+    if (databaseCpu !== undefined && added > 0) databaseUsPerWrite = databaseCpu / added * 1e6
+    if (oracle.live) problems.push(...await lostWrites(oracle, acknowledged, added, settings.connections))
+    else settings.deferred.push({ row: `${row.name} (${child.name})`, acknowledged, added, connections: settings.connections })
+  }
+  const counted = resultProblems(row, peer, load)
+  problems.push(...counted.problems)
+  const { result } = load
+  // A cold row that runs out of its sequence ends early, inside a second: autocannon's average of whole
+  // seconds would round its rate, so it is the requests over the time they took.
+  const rps = row.sequence !== undefined && result.duration > 0 ? result.requests.total / result.duration : result.requests.average
+  return { requests: result.requests.total, rps, p50: result.latency.p50, p99: result.latency.p99, non2xx: counted.non2xx, errors: result.errors + result.timeouts, peakRssMb: load.peakRssMb, health: load.health, databaseUsPerWrite, groups, problems }
+}
