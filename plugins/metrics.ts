@@ -1,18 +1,21 @@
-// metrics: GET /metrics in the Prometheus text format (CONTRACT 11), through prom-client.
+// metrics: what the service measures (CONTRACT 11), through prom-client; GET /metrics is routes/metrics.ts.
 import { subscribe } from 'node:diagnostics_channel'
-import { timingSafeEqual } from 'node:crypto'
 import { sql } from 'drizzle-orm'
 import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
-import { UnauthorizedError } from '../src/errors.js'
 import { heavyReadCounts } from '../src/db/heavy-reads.js'
 import { deepPageReads, type DeepPageRead } from '../src/pages/deep-page-reads.js'
 import { liveDeliveries } from '../src/changes/live/delay-metric.js'
 import { writeGroups, type WriteGroup } from '../src/messages/write-groups.js'
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Everything measured, in the Prometheus text format: GET /metrics (routes/metrics.ts). */
+    metricsText: () => Promise<{ contentType: string, text: string }>
+  }
+}
+
 export interface MetricsPluginOptions {
-  /** Bearer token the scrape must present; undefined leaves /metrics open. */
-  token: string | undefined
   /** AUTH_ISSUER: outbound requests to it are counted as key-set fetches or userinfo calls. */
   issuer: string
   /** postgres: connections are read from pg_stat_activity; pglite: one embedded connection. */
@@ -25,13 +28,6 @@ const UNMATCHED = 'unmatched'
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
 interface UndiciRequestMessage { request: { origin?: unknown, path?: unknown } }
-
-function sameToken (given: string | undefined, expected: string): boolean {
-  if (given === undefined) return false
-  const a = Buffer.from(given)
-  const b = Buffer.from(`Bearer ${expected}`)
-  return a.length === b.length && timingSafeEqual(a, b)
-}
 
 export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
   const register = new Registry()
@@ -188,15 +184,5 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
     done()
   })
 
-  app.get('/metrics', {
-    schema: { hide: true },
-    config: { rateLimit: false }
-  }, async function (request, reply) {
-    if (opts.token !== undefined && !sameToken(request.headers.authorization, opts.token)) {
-      reply.header('www-authenticate', 'Bearer realm="metrics"')
-      throw new UnauthorizedError()
-    }
-    reply.type(register.contentType)
-    return await register.metrics()
-  })
+  app.decorate('metricsText', async () => ({ contentType: register.contentType, text: await register.metrics() }))
 }, { name: 'metrics', fastify: '5.x', dependencies: ['db', 'changes'] })

@@ -23,6 +23,7 @@ import moviesPlugin from '../plugins/movies.js'
 import requestLogPlugin from '../plugins/request-log.js'
 import healthRoutes from '../routes/health.js'
 import helloRoutes from '../routes/hello/index.js'
+import metricsRoutes from '../routes/metrics.js'
 import inputRoutes from '../routes/input/index.js'
 import messagesRoutes from '../routes/messages/index.js'
 import moviesRoutes from '../routes/movies/index.js'
@@ -237,7 +238,6 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   await app.register(rateLimitPlugin, { max: config.rateLimitMax, redisUrl: config.redisUrl })
   await app.register(requestLogPlugin)
   await app.register(metricsPlugin, {
-    token: config.metricsToken,
     issuer: config.authIssuer,
     driver: config.databaseUrl !== undefined && /^postgres(ql)?:\/\//.test(config.databaseUrl) ? 'postgres' : 'pglite',
     poolSize: config.databasePoolSize
@@ -247,6 +247,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   await app.register(swaggerPlugin, { title: 'Messages API', version: '2.0.0', signIn })
 
   await app.register(healthRoutes)
+  await app.register(metricsRoutes, { token: config.metricsToken })
   await app.register(async function v2 (api) {
     await api.register(messagesRoutes, { prefix: '/messages' })
     await api.register(usersRoutes, { prefix: '/users' })

@@ -1,9 +1,18 @@
+import type { PGliteOptions } from '@electric-sql/pglite'
+
 // The messages between the service and the PGlite thread. Everything in them is structured-clone
 // data: functions (drizzle's parsers) cannot cross a thread, so they travel as what they mean.
+
+/** PGlite's WebAssembly, compiled, and its file system bundle: made once per process, shared by every thread. */
+export interface PgliteRuntime {
+  wasmModule: NonNullable<PGliteOptions['pgliteWasmModule']>
+  fsBundle: Blob
+}
 
 export interface WorkerOptions {
   /** A data directory, or undefined for memory://. */
   dataDir: string | undefined
+  runtime?: PgliteRuntime
 }
 
 export type Request =

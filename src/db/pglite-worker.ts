@@ -7,7 +7,7 @@ import { pg_trgm as pgTrgm } from '@electric-sql/pglite/contrib/pg_trgm'
 import { type Reply, type Request, type WorkerOptions, serializeError } from './pglite-protocol.js'
 
 const port = parentPort!
-const { dataDir } = workerData as WorkerOptions
+const { dataDir, runtime } = workerData as WorkerOptions
 
 /** A column type read as its text: the parsers the caller asked for (see textTypes in the protocol). */
 const asText = (value: string): string => value
@@ -78,7 +78,7 @@ async function run (pg: PGlite, request: Request): Promise<unknown> {
 }
 
 async function main (): Promise<void> {
-  const pg = await PGlite.create({ dataDir, extensions: { pg_trgm: pgTrgm } })
+  const pg = await PGlite.create({ dataDir, extensions: { pg_trgm: pgTrgm }, pgliteWasmModule: runtime?.wasmModule, fsBundle: runtime?.fsBundle })
   port.on('message', (request: Request) => {
     run(pg, request).then(
       (result) => { port.postMessage({ id: request.id, ok: true, result } satisfies Reply) },

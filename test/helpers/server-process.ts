@@ -12,12 +12,12 @@ const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
 // The child loads TypeScript exactly as this test process does (the runner's loader, by absolute
 // URL, so any working directory will do): coverage of both then describes the same code and merges.
 // Its settings travel in variables; the project's tsconfig is named, since a child in a temporary
-// directory would not find it and would compile (and type-check) with other options.
+// directory would not find it and would compile with other options.
 export const LOADER_ARGS = process.execArgv
 export const LOADER_ENV: Record<string, string> = {
   ...Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] =>
-    /^(TS_NODE_|TAP_TYPE_STRIP_ONLY$)/.test(entry[0]) && entry[1] !== undefined)),
-  TS_NODE_PROJECT: fileURLToPath(new URL('../../tsconfig.json', import.meta.url))
+    /^TSX_/.test(entry[0]) && entry[1] !== undefined)),
+  TSX_TSCONFIG_PATH: fileURLToPath(new URL('../../tsconfig.json', import.meta.url))
 }
 
 export interface ServerProcess {
