@@ -1,4 +1,5 @@
 /** Renders benchmark results: the terminal/Markdown table and the SVG chart. Pure functions, no I/O. */
+import type { SeekFloor } from '../database/seek-floor.js'
 import type { BulkInsertCost } from '../database/cpu-per-write.js'
 import type { GroupSummary } from '../database/write-groups.js'
 import { liveLines, liveProblems, type LiveReport } from '../live/report.js'
@@ -102,6 +103,8 @@ export interface BenchReport {
   live?: LiveReport
   /** The database's CPU per row of a large INSERT ... SELECT, the reference for the write rows' databaseUsPerWrite. */
   bulkInsert?: BulkInsertCost
+  /** The database's own prepared keyset seek of a page (pgbench), the floor the cold rows are read against; or why it was not measured. */
+  seekFloor?: SeekFloor | string
 }
 
 export const failed = (m: Measurement | undefined): boolean => m !== undefined && m.problems.length > 0
@@ -185,6 +188,7 @@ export function renderMarkdown (report: BenchReport): string {
       `(the longest probe ${ms(Math.max(...probed.map((h) => h.max)))} ms), ${int(probed.reduce((n, h) => n + h.count, 0))} probes, ${failures} not answered 200.`)
   }
   if (report.rssLimitMb === undefined) lines.push('', 'Peak RSS on the embedded database includes the database itself (its thread, buffers and WebAssembly memory); no bound is applied.')
+  lines.push(...seekFloorLines(report))
   if (report.sync !== undefined) lines.push('', ...syncLines(report.sync, report.rssLimitMb ?? Infinity))
   if (report.live !== undefined) lines.push('', ...liveLines(report.live))
   const failures = report.rows.flatMap((row) => TARGETS.flatMap((t) => (row.results[t]?.problems ?? []).map((p) => `- ${row.name} (${t}): ${p}`)))
@@ -192,6 +196,23 @@ export function renderMarkdown (report: BenchReport): string {
   failures.push(...(report.live === undefined ? [] : liveProblems(report.live)).map((p) => `- Live: ${p}`))
   if (failures.length > 0) lines.push('', 'Failures:', '', ...failures)
   return lines.join('\n') + '\n'
+}
+
+/** The cold rows against the database's own keyset seek of a page, read in the same run. */
+function seekFloorLines (report: BenchReport): string[] {
+  const floor = report.seekFloor
+  if (floor === undefined) return []
+  if (typeof floor === 'string') return ['', `Database floor (PostgreSQL's prepared keyset seek of a page): not measured, ${floor}.`]
+  const cold = report.rows.filter((row) => row.key.startsWith('random-') && row.results.service !== undefined)
+  const lines = ['', 'Database floor: PostgreSQL\'s own prepared keyset seek of a page (25 rows from a random id, joined to their authors; ' +
+    `pgbench -M prepared -j 2 -c ${floor.clients}, ${floor.seconds} s, maxid ${int(floor.maxId)}): ${int(floor.tps)} a second.`, '',
+  '| Row | Service req/s | ÷ the seek | Target | Met |', '|---|---:|---:|---:|---|']
+  for (const row of cold) {
+    const rps = row.results.service!.rps
+    const target = row.key === 'random-search' ? undefined : 0.33
+    lines.push(`| ${row.name} | ${int(rps)} | ${(rps / floor.tps).toFixed(3)}× | ${target === undefined ? '—' : `≥ ${target}×`} | ${target === undefined ? '—' : rps / floor.tps >= target ? 'yes' : 'no'} |`)
+  }
+  return lines
 }
 
 /** The database server's CPU per created message in each write row, against its cost per row in one large insert. */
