@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
 import type { ChangesAnswer } from '../feed.js'
 import type { Delivered, Group, Waiter } from './hub.js'
 import type { UnsentBytes } from './unsent-bytes.js'
@@ -95,8 +96,12 @@ export class EventStream implements Waiter {
   // Tracing (CONTRACT 15): made while the request is handled; its span counts the events written.
   readonly #span = liveSpan('stream')
 
+  /** The connection, kept from the start: the response lets go of it when it ends. */
+  readonly #socket: Socket | null
+
   constructor (readonly response: ServerResponse, private readonly options: EventStreamOptions) {
-    response.socket?.on('drain', this.#drained)
+    this.#socket = response.socket
+    this.#socket?.on('drain', this.#drained)
   }
 
   get open (): boolean {
@@ -105,12 +110,12 @@ export class EventStream implements Waiter {
 
   /** Bytes written to the stream that the socket has not passed on to the system yet. */
   get unsent (): number {
-    return this.#queued + (this.response.socket?.writableLength ?? 0)
+    return this.#queued + (this.#socket?.writableLength ?? 0)
   }
 
   /** Bytes the socket has passed on to the system: with the system's own queue, what the client acknowledged. */
   get passedOn (): number {
-    return this.#handed - (this.response.socket?.writableLength ?? 0)
+    return this.#handed - (this.#socket?.writableLength ?? 0)
   }
 
   answer (_answer: ChangesAnswer, event: () => Buffer): Delivered {
@@ -129,18 +134,22 @@ export class EventStream implements Waiter {
    * its client must read before it gets another, else 'ready'.
    */
   write (framed: Buffer): Delivered {
-    const socket = this.response.socket
-    if (!this.open || this.#ending || socket === null) return 'gone'
+    const socket = this.#socket
+    if (!this.#open || this.#ending || socket === null || socket.destroyed) return 'gone'
     const bytes = this.response.chunkedEncoding ? framed : unchunk(framed)
     this.lastWrite = performance.now()
+    // The common case, once per client of every event fanned out: a small event the socket takes at once.
     if (this.#queued === 0 && bytes.length <= SLICE_BYTES && socket.writableLength < SLICE_BYTES) {
       this.#handed += bytes.length
       socket.write(bytes)
-    } else {
-      this.#queue.push(bytes)
-      this.#queued += bytes.length
-      this.#pump()
+      const waiting = socket.writableLength
+      if (waiting === 0 && this.#reported === 0) return 'ready'
+      this.#report(waiting)
+      return waiting >= this.options.maxBufferBytes ? 'paced' : 'ready'
     }
+    this.#queue.push(bytes)
+    this.#queued += bytes.length
+    this.#pump()
     const unsent = this.unsent
     this.#report(unsent)
     return unsent >= this.options.maxBufferBytes ? 'paced' : 'ready'
@@ -203,12 +212,12 @@ export class EventStream implements Waiter {
     this.#onReady = undefined
     this.#queue.length = 0
     this.#queued = 0
-    this.response.socket?.off('drain', this.#drained)
+    this.#socket?.off('drain', this.#drained)
     this.#report(0)
   }
 
   #pump (): void {
-    const socket = this.response.socket
+    const socket = this.#socket
     if (socket === null || !this.open) return
     // A write the system takes at once leaves nothing waiting: the loop goes on while it does. A
     // slice it does not take makes the socket ask for 'drain' (a slice is above its high-water mark).
@@ -234,7 +243,7 @@ export class EventStream implements Waiter {
   }
 
   #progress (): void {
-    if (this.response.socket === null) return
+    if (this.#socket === null || this.#socket.destroyed) return
     this.#pump()
     const unsent = this.unsent
     this.#report(unsent)
