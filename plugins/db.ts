@@ -62,7 +62,7 @@ export default fp<DbPluginOptions>(async function db (app, opts) {
   // Replicas are only read: never migrated, and readiness does not depend on them, since a read
   // they cannot serve goes to the primary.
   const readUrls = opts.readUrls ?? []
-  const replicas = readUrls.map((url) => createReplica(url, { poolSize: opts.poolSize, statementTimeoutMs: opts.statementTimeoutMs }))
+  const replicas = readUrls.map((url) => createReplica(url, { poolSize: opts.poolSize, statementTimeoutMs: opts.statementTimeoutMs, traced: opts.traced }))
   app.addHook('onClose', async () => { await Promise.all(replicas.map(async (replica) => replica.close())) })
   // A replica is read only while it is on the primary's timeline (CONTRACT 14).
   const timelines = new ReplicaTimelines(readUrls, handle.history, PRIMARY_PROBE_MS)

@@ -216,7 +216,8 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     dataDir: options.dataDir,
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
-    readUrls: config.databaseReadUrls
+    readUrls: config.databaseReadUrls,
+    traced: config.tracing !== undefined
   })
   // Each capability's repository and upkeep, on the database handles.
   await app.register(usersPlugin)

@@ -39,6 +39,11 @@ export interface DbOptions {
   primaryProbeMs?: number
   /** Where the primary election reports what it does. */
   log?: ElectionLog
+  /**
+   * Give every statement a span when the work it runs for is traced (CONTRACT 15). Set only when
+   * tracing is on: off, statements go to the driver with nothing in between.
+   */
+  traced?: boolean
 }
 
 type ElectionLog = ConstructorParameters<typeof PrimaryElector>[1]['log']
@@ -78,7 +83,7 @@ export const reconnectDelaySeconds = (retries: number): number => (0.5 + Math.ra
  * are not wrapped. Each statement, its retry included, is one span when the work it runs for is
  * traced (statement-spans.ts).
  */
-function retryStaleSessionErrors (client: postgres.Sql, server: StatementServer): postgres.Sql {
+function retryStaleSessionErrors (client: postgres.Sql, server: StatementServer | undefined): postgres.Sql {
   type Query = ReturnType<postgres.Sql['unsafe']>
   const once = <T>(start: () => Query, finish: (query: Query) => Promise<T>): Promise<T> =>
     finish(start()).catch((err: unknown) => {
@@ -92,7 +97,8 @@ function retryStaleSessionErrors (client: postgres.Sql, server: StatementServer)
       // starts only when awaited, so this one does too, and every way of reading it is retried alike.
       return (...args: Parameters<postgres.Sql['unsafe']>) => {
         const start = (): Query => target.unsafe(...args)
-        const traced = <T>(finish: (query: Query) => Promise<T>): Promise<T> => traceStatement(args[0], server, () => once(start, finish))
+        const traced = <T>(finish: (query: Query) => Promise<T>): Promise<T> =>
+          server === undefined ? once(start, finish) : traceStatement(args[0], server, () => once(start, finish))
         let rows: Promise<unknown> | undefined
         const query = {
           then (resolve?: (value: unknown) => unknown, reject?: (reason: unknown) => unknown) {
@@ -115,6 +121,8 @@ interface PoolOptions {
   statementTimeoutMs: number | undefined
   /** The primary's pool: connections open where the election says, and must be read-write. */
   elector?: PrimaryElector
+  /** Statement spans (DbOptions.traced). */
+  traced?: boolean
 }
 
 /** What a statement span says of the server a pool's statements run on. */
@@ -142,13 +150,13 @@ function postgresPool (url: string, options: PoolOptions): postgres.Sql {
     onnotice: () => {},
     connection: { statement_timeout: options.statementTimeoutMs ?? 10_000, application_name: options.applicationName },
     ...primary
-  }), serverOf(url, options.elector === undefined ? 'replica' : 'primary'))
+  }), options.traced === true ? serverOf(url, options.elector === undefined ? 'replica' : 'primary') : undefined)
 }
 
 export async function createDb (options: DbOptions): Promise<DbHandle> {
   const { url } = options
   if (url !== undefined && /^postgres(ql)?:\/\//.test(url)) return createPostgres(url, options)
-  if (url === undefined || url.startsWith('memory://')) return createPglite(url === undefined ? options.dataDir ?? DEFAULT_DATA_DIR : undefined)
+  if (url === undefined || url.startsWith('memory://')) return createPglite(url === undefined ? options.dataDir ?? DEFAULT_DATA_DIR : undefined, options.traced === true)
   throw new Error('DATABASE_URL must start with postgres://, postgresql:// or memory://')
 }
 
@@ -156,8 +164,8 @@ export async function createDb (options: DbOptions): Promise<DbHandle> {
  * A pool on a streaming replica (CONTRACT 11). Connecting gives up quickly: the read router
  * sends the read to the primary instead of making the request wait for a dead replica.
  */
-export function createReplica (url: string, options: Pick<DbOptions, 'poolSize' | 'statementTimeoutMs'> = {}): ReplicaHandle {
-  const client = postgresPool(url, { max: options.poolSize ?? 5, connectTimeoutSeconds: 3, applicationName: 'messages-api-read', statementTimeoutMs: options.statementTimeoutMs })
+export function createReplica (url: string, options: Pick<DbOptions, 'poolSize' | 'statementTimeoutMs' | 'traced'> = {}): ReplicaHandle {
+  const client = postgresPool(url, { max: options.poolSize ?? 5, connectTimeoutSeconds: 3, applicationName: 'messages-api-read', statementTimeoutMs: options.statementTimeoutMs, traced: options.traced })
   return {
     db: drizzlePostgres(client, { schema }),
     async close () {
@@ -174,7 +182,7 @@ async function createPostgres (url: string, options: DbOptions): Promise<DbHandl
   // rather than trying the next host itself.
   const { hosts, urlOf } = parseHosts(url)
   const single = urlOf(hosts[0] ?? { host: 'localhost', port: 5432 })
-  const client = postgresPool(single, { max: options.poolSize ?? 10, connectTimeoutSeconds: PRIMARY_CONNECT_TIMEOUT_S, applicationName: 'messages-api', statementTimeoutMs: options.statementTimeoutMs, elector })
+  const client = postgresPool(single, { max: options.poolSize ?? 10, connectTimeoutSeconds: PRIMARY_CONNECT_TIMEOUT_S, applicationName: 'messages-api', statementTimeoutMs: options.statementTimeoutMs, elector, traced: options.traced })
   const db = drizzlePostgres(client, { schema })
   return {
     db,
@@ -205,11 +213,12 @@ const PGLITE_HISTORY: HistorySource = {
   suspect: () => {}
 }
 
-async function createPglite (dataDir: string | undefined): Promise<DbHandle> {
+async function createPglite (dataDir: string | undefined, traced: boolean): Promise<DbHandle> {
   if (dataDir !== undefined) await mkdir(dataDir, { recursive: true })
   // In a thread of its own: PGlite runs each query synchronously, and on the event loop a slow one
   // would stall every request. drizzle sees PGlite's interface; the thread answers it.
-  const client = tracedPglite(await PgliteThread.create({ dataDir }))
+  const thread = await PgliteThread.create({ dataDir })
+  const client = traced ? tracedPglite(thread) : thread
   const db = drizzlePglite(client as unknown as PGlite, { schema })
   return {
     db,
