@@ -8,7 +8,7 @@ import { bounded } from './bounded.js'
 
 /** The columns every COPY and INSERT of the property tests names. */
 export const COLUMNS = 'messages (id, content, subject, priority, author_id, created_at)'
-/** How long a COPY may take before it counts as refused. */
+/** How long a COPY may take before it counts as hung: neither finished nor refused. */
 const COPY_WAIT_MS = 30_000
 
 /** What one writer may run statements on: a session of its own, or a transaction in it. */
@@ -29,13 +29,22 @@ export function postgresWriter (url: string): Writer {
   const session = (q: postgres.Sql | postgres.TransactionSql): Session => ({
     async exec (text) { await q.unsafe(text) },
     async copy (data) {
-      const writable = await q.unsafe(`COPY ${COLUMNS} FROM STDIN`).writable()
-      // The driver never finishes the stream of a COPY the server refused: bounded, it fails instead.
-      await bounded(new Promise<void>((resolve, reject) => {
+      const query = q.unsafe(`COPY ${COLUMNS} FROM STDIN`)
+      // The driver settles the query with the COPY's stream; a refusal the server sends once the data
+      // is in (a deadlock met by a statement trigger, say) then reaches only the query's own reject,
+      // and the stream never finishes. Heard there, it fails the COPY as any other statement fails.
+      const refusal = new Promise<never>((_resolve, reject) => {
+        const settled = query as unknown as { reject: (err: unknown) => void }
+        const rejectQuery = settled.reject
+        settled.reject = (err) => { reject(err); rejectQuery(err) }
+      })
+      refusal.catch(() => {})
+      const writable = await query.writable()
+      // Bounded as well: a stream that neither finishes nor is refused fails rather than hangs.
+      await bounded(Promise.race([refusal, new Promise<void>((resolve, reject) => {
         writable.on('error', reject)
         writable.end(data, () => resolve())
-      }), COPY_WAIT_MS)
-      // The stream finishes at CommandComplete; the next statement waits for the COPY to have committed.
+      })]), COPY_WAIT_MS)
       await q`select 1`
     }
   })
