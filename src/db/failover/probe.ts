@@ -21,10 +21,17 @@ const probeText = new PgDialect().sqlToQuery(sql`SELECT pg_is_in_recovery() AS s
 /** The name of a timeline's history file in pg_wal: its number as eight hex digits. */
 const historyFile = (timeline: number): string => `pg_wal/${timeline.toString(16).toUpperCase().padStart(8, '0')}.history`
 
-async function within<T> (promise: Promise<T>, ms: number): Promise<T> {
+/**
+ * `promise`, or a timeout after `ms`. The timeout is decided after the loop's next look at its sockets
+ * (setImmediate runs after the poll phase): when the event loop was blocked past `ms`, timers run before
+ * I/O, and an answer that arrived meanwhile would otherwise lose to them, a primary taken for lost.
+ */
+export async function within<T> (promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   try {
-    return await Promise.race([promise, new Promise<never>((_resolve, reject) => { timer = setTimeout(() => { reject(new Error('probe timed out')) }, ms) })])
+    return await Promise.race([promise, new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => { setImmediate(() => { reject(new Error('probe timed out')) }) }, ms)
+    })])
   } finally {
     clearTimeout(timer)
   }

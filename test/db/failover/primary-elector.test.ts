@@ -1,7 +1,9 @@
+import { createServer, connect, type AddressInfo, type Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import postgres from 'postgres'
 import { PrimaryElector } from '../../../src/db/failover/elector.js'
+import { within } from '../../../src/db/failover/probe.js'
 import { PRIMARY_UNAVAILABLE_CODE } from '../../../src/errors.js'
 import { pgClusterUnavailable } from '../../../scripts/postgres/binaries.js'
 import { startFailoverCluster } from '../../../scripts/postgres/failover-cluster.js'
@@ -51,4 +53,30 @@ t.test('a connection to a primary that just died fails as a 503 and leaves the p
     await sleep(100)
   }
   t.same(after, [{ one: 1 }], 'once the primary is back, the same connection reaches it (not CONNECT_TIMEOUT)')
+})
+
+t.test('a probe answered while the event loop was blocked past its timeout gets the answer, not a timeout', async (t) => {
+  // A loopback connection: the server's write reaches the client's socket at once, in the kernel.
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { server.close() })
+  const accepted = new Promise<Socket>((resolve) => server.once('connection', resolve))
+  const client = connect((server.address() as AddressInfo).port, '127.0.0.1')
+  t.teardown(() => { client.destroy() })
+  const peer = await accepted
+  const answer = new Promise<string>((resolve) => client.once('data', (data) => { resolve(data.toString()) }))
+
+  const read = within(answer, 200)
+  // The answer arrives while the loop is blocked past the timeout: the next iteration finds both
+  // ready, its timers first. (Blocked from setImmediate: a block inside a timer's callback would
+  // leave the loop's clock behind, and its timers for the iteration after.)
+  await new Promise<void>((resolve) => {
+    setImmediate(() => {
+      peer.write('state')
+      const until = performance.now() + 500
+      while (performance.now() < until) { /* an event loop blocked, as by a long synchronous task */ }
+      resolve()
+    })
+  })
+  t.equal(await read, 'state', 'the answer that arrived during the block')
 })
