@@ -1,4 +1,6 @@
+import { sql } from 'drizzle-orm'
 import pLimit, { type LimitFunction } from 'p-limit'
+import type { Database } from './client.js'
 
 /**
  * Reads that walk many rows hold a database connection for as long as they run: a page found by
@@ -31,6 +33,19 @@ export async function heavyRead<T> (db: object, read: () => Promise<T>): Promise
       counts.running--
     }
   })
+}
+
+/**
+ * A heavy read given `workMem` for its bitmaps, sorts and hashes, in a read-only transaction of its own
+ * (the setting lasts as long as the transaction). With the server's default work_mem (4 MB), the bitmap
+ * of a common search term's pages goes lossy past some 60,000 pages of the table, and then every row of
+ * every page is checked again, not only the candidates. The memory is taken as needed, up to `workMem`.
+ */
+export async function heavyReadWithMemory<T> (db: Database, workMem: string, read: (tx: Database) => Promise<T>): Promise<T> {
+  return await heavyRead(db, async () => await db.transaction(async (tx) => {
+    await tx.execute(sql`select set_config('work_mem', ${workMem}, true)`)
+    return await read(tx as unknown as Database)
+  }, { accessMode: 'read only' }))
 }
 
 /** Heavy reads running and waiting, over every database handle of the process (for /metrics). */

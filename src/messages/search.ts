@@ -1,14 +1,14 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { versionSql } from '../db/counters.js'
-import { heavyRead } from '../db/heavy-reads.js'
+import { heavyReadWithMemory } from '../db/heavy-reads.js'
 import { statement } from '../db/statement.js'
 import { SEARCH_IDS } from '../memory/budget.js'
 import { toPage, type Page } from '../pages/page.js'
 import type { PageRequest, PageResult } from '../pages/request.js'
 import { placeholder, type FilterValues } from '../pages/spec.js'
 import type { Message, MessageFilters, MessageSort } from '../schemas/messages.js'
-import { hasWordJoins, likePattern, matchingRowsSql, narrowedPattern } from '../search/match.js'
+import { likePattern, matchingRowsSql, matchMode, narrowedPattern, type MatchMode } from '../search/match.js'
 import { cursorWindow, OrderedIdCache, type OrderedIds } from '../search/ordered-id-cache.js'
 import { messageReader, type FilterName, type ReaderFilter } from './collection.js'
 import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './row.js'
@@ -23,11 +23,11 @@ const searchFilterSql: Record<FilterName, ReturnType<typeof sql>> = {
   subject: sql`s.subject = ${placeholder('subject')}::text`
 }
 
-function searchIdsSql (sort: MessageSort, order: 'asc' | 'desc', present: FilterName[], joined: boolean) {
+function searchIdsSql (sort: MessageSort, order: 'asc' | 'desc', present: FilterName[], mode: MatchMode) {
   const by = sort === 'id' ? `s.id${order === 'desc' ? ' DESC' : ''}` : `${SEARCH_SORTS[sort]}${order === 'desc' ? ' DESC' : ''}, s.id`
   const columns = sql.raw(sort === 'id' ? 's.id' : `s.id, ${SEARCH_SORTS[sort]}`)
   const filters = sql.join(present.map((name) => sql` AND ${searchFilterSql[name]}`), sql``)
-  const matching = matchingRowsSql('s', columns, filters, joined,
+  const matching = matchingRowsSql('s', columns, filters, mode,
     { pattern: sql`${placeholder('pattern')}::text`, narrowed: sql`${placeholder('narrowed')}::text`, term: sql`${placeholder('term')}::text` })
   return sql`SELECT ${versionSql('messages')}::float8 AS version,
     coalesce((SELECT array_agg(s.id::float8 ORDER BY ${sql.raw(by)}) FROM (${matching}) s), '{}') AS ids`
@@ -39,6 +39,12 @@ const rowsByIds = statement<MessageRow & { version: number, ord: number | null, 
     SELECT ${MESSAGE_COLUMNS}, (extract(epoch FROM m.created_at) * 1000000)::bigint::text AS created_key, p.ord FROM unnest(${placeholder('ids')}::bigint[]) WITH ORDINALITY AS p(id, ord)
     JOIN ${MESSAGE_SOURCE} ON m.id = p.id) r ON true
   ORDER BY r.ord`)
+
+/**
+ * What a term's read of its ids may hold: its bitmap of the table's pages exact up to some 900,000 pages
+ * (10,000,000 messages take about 300,000), and the sort of its ids in memory.
+ */
+const SEARCH_WORK_MEM = '64MB'
 
 const VERSION_AS_TOTAL = { name: 'version', sql: versionSql('messages') }
 
@@ -59,16 +65,16 @@ export function createMessageSearch () {
     const flightKey = key
     let pending = computing.get(flightKey)
     if (pending === undefined) {
-      const joined = hasWordJoins(term)
-      const shape = `${page.sort}:${page.order}:${present.join(',')}:${joined}`
+      const mode = matchMode(term)
+      const shape = `${page.sort}:${page.order}:${present.join(',')}:${mode}`
       let run = searchStatements.get(shape)
       if (run === undefined) {
-        run = statement<{ version: number, ids: number[] }>(`messages_search_${searchStatements.size}`, searchIdsSql(page.sort, page.order, present, joined))
+        run = statement<{ version: number, ids: number[] }>(`messages_search_${searchStatements.size}`, searchIdsSql(page.sort, page.order, present, mode))
         searchStatements.set(shape, run)
       }
       const params: Record<string, unknown> = { pattern: likePattern(term), narrowed: narrowedPattern(term), term }
       for (const name of present) params[name] = filters[name]
-      pending = heavyRead(target, async () => await run(target, params)).then(([row]) => ({ version: row?.version ?? 0, ids: Float64Array.from(row?.ids ?? []) }))
+      pending = heavyReadWithMemory(target, SEARCH_WORK_MEM, async (tx) => await run(tx, params)).then(([row]) => ({ version: row?.version ?? 0, ids: Float64Array.from(row?.ids ?? []) }))
       computing.set(flightKey, pending)
       const forget = () => computing.delete(flightKey)
       pending.then(forget, forget)

@@ -87,17 +87,40 @@ export function hasWordJoins (term: string): boolean {
 }
 
 /**
- * The messages matching a term, as the rows of `columns` (the id and the sort key) of those whose
- * content matches and of those whose subject does. Each half has an index of its own, and apart the
- * index decides its half before any row is read: in one OR, every candidate row would compute its
- * word joins again. `joined`: the content index is the word joins' (the term has joins, `hasWordJoins`),
- * else the trigrams'. Parameters: pattern (`likePattern`), narrowed (`narrowedPattern`), term.
+ * How a term's content matches are found (`matchMode`):
+ * - `joins`: the word joins' index (the term has joins, `hasWordJoins`), then the ILIKE;
+ * - `trigrams`: the trigram index over the joined words, then the ILIKE;
+ * - `joined`: the trigram index's own expression alone. For a term without a space or a '0', a
+ *   substring of the joined words is exactly one of lower(content): the join maps only spaces to
+ *   '0's, and no character of such a term can stand where either was. And on UTF-8, ILIKE is LIKE
+ *   over lower() of both sides. So the ILIKE would decide nothing, and it would cost as much again per
+ *   row: half of a common word's read at 1,000,000 messages.
  */
-export function matchingRowsSql (alias: string, columns: SQL, where: SQL, joined: boolean, params: { pattern: SQL, narrowed: SQL, term: SQL }): SQL {
-  const content = joined
-    ? sql`(message_word_joins(${sql.raw(`${alias}.content`)}) @> search_term_joins(${params.term}) AND ${sql.raw(`${alias}.content`)} ILIKE ${params.pattern})`
-    : contentMatches(alias, params.pattern, params.narrowed)
+export type MatchMode = 'joins' | 'trigrams' | 'joined'
+
+export function matchMode (term: string): MatchMode {
+  if (hasWordJoins(term)) return 'joins'
+  return /[ 0]/.test(term) ? 'trigrams' : 'joined'
+}
+
+/**
+ * The messages matching a term, as the rows of `columns` (the id and the sort key) of those whose
+ * content matches and of those whose subject does. With joins, each half has an index of its own,
+ * and apart the index decides its half before any row is read: in one OR, every candidate row would
+ * compute its word joins again. Otherwise one OR of both: one scan of the table's pages and no
+ * duplicates to remove, where two halves read the pages twice and a UNION sorts out the rows both
+ * found. Parameters: pattern (`likePattern`), narrowed (`narrowedPattern`), term.
+ */
+export function matchingRowsSql (alias: string, columns: SQL, where: SQL, mode: MatchMode, params: { pattern: SQL, narrowed: SQL, term: SQL }): SQL {
+  const content = sql.raw(`${alias}.content`)
   const from = sql`FROM messages ${sql.raw(alias)}`
-  return sql`SELECT ${columns} ${from} WHERE ${content}${where}
-    UNION SELECT ${columns} ${from} WHERE ${subjectMatches(alias, params.pattern)}${where}`
+  const subject = subjectMatches(alias, params.pattern)
+  if (mode === 'joins') {
+    return sql`SELECT ${columns} ${from} WHERE (message_word_joins(${content}) @> search_term_joins(${params.term}) AND ${content} ILIKE ${params.pattern})${where}
+    UNION SELECT ${columns} ${from} WHERE ${subject}${where}`
+  }
+  const matches = mode === 'joined'
+    ? sql`${joinedWords(content)} LIKE ${joinedWords(params.pattern)}`
+    : contentMatches(alias, params.pattern, params.narrowed)
+  return sql`SELECT ${columns} ${from} WHERE (${matches} OR ${subject})${where}`
 }

@@ -4,7 +4,7 @@ import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { likePattern } from '../../src/search/match.js'
 import { type Message } from '../../src/schemas/messages.js'
-import { hasWordJoins, matchingRowsSql, narrowedPattern, termMatches } from '../../src/search/match.js'
+import { hasWordJoins, matchingRowsSql, matchMode, narrowedPattern, termMatches } from '../../src/search/match.js'
 import { build } from '../helpers/build.js'
 import { createAuthor, createMessages, queryRows } from '../helpers/fixtures.js'
 import { cursorKinds, pageBody, pagination } from '../helpers/pagination.js'
@@ -184,7 +184,7 @@ t.test('GET /v2/messages/search', async (t) => {
     const plan = await app.db.transaction(async (tx) => {
       await tx.execute(sql`set local enable_seqscan = off`)
       const term = 'deploy report'
-      const matching = matchingRowsSql('s', sql`s.id`, sql``, true, { pattern: sql`${likePattern(term)}::text`, narrowed: sql`${narrowedPattern(term)}::text`, term: sql`${term}::text` })
+      const matching = matchingRowsSql('s', sql`s.id`, sql``, 'joins', { pattern: sql`${likePattern(term)}::text`, narrowed: sql`${narrowedPattern(term)}::text`, term: sql`${term}::text` })
       return await queryRows<{ 'QUERY PLAN': string }>(tx as unknown as App['db'], sql`explain ${matching}`)
     })
     const text = plan.map((row) => row['QUERY PLAN']).join('\n')
@@ -311,4 +311,48 @@ t.test('every content holding a term holds the word joins the term asks for', as
   t.same(rows.filter((row) => row.has !== hasWordJoins(row.term)).map((row) => row.term), [], 'hasWordJoins agrees with the database')
   t.ok(rows.filter((row) => row.has).length > 100, 'many terms have joins')
   t.ok(rows.filter((row) => !row.has).length > 20, 'and some have none')
+})
+
+// A term without a space or a '0' is matched by the trigram index's own expression alone (matchMode
+// 'joined'): over the joined words, its pattern must match exactly the contents its ILIKE matches,
+// whatever their spaces, '0's, case, accents and LIKE characters; and the search read must use the
+// index and no ILIKE on content.
+t.test('a term without a space or a 0 matches the joined words exactly as its ILIKE matches content', async (t) => {
+  const app = await build(t)
+  t.equal(matchMode('quokka'), 'joined')
+  t.equal(matchMode('QUOKKA%_\\'), 'joined')
+  t.equal(matchMode('a0b'), 'trigrams', "a '0' could stand for a joined space")
+  t.equal(matchMode('of the'), 'trigrams', 'a space, and no word joins')
+  t.equal(matchMode('urgent report'), 'joins')
+
+  const parts = ['a', 'b', 'ab', 'A', 'B', '0', ' ', '  ', 'É', 'é', 'ß', 'SS', 'İ', 'i', '%', '_', '\\', 'kka', 'quo', 'QUOKKA', '\n']
+  let seed = 13
+  const random = () => { seed = (seed * 16807) % 2147483647; return seed / 2147483647 }
+  const pick = () => parts[Math.floor(random() * parts.length)]!
+  const text = (most: number) => Array.from({ length: 1 + Math.floor(random() * most) }, pick).join('')
+  const cases: Array<{ term: string, pattern: string, content: string }> = []
+  while (cases.length < 2_000) {
+    const term = text(3)
+    if (matchMode(term) !== 'joined') continue
+    // Half hold the term (in another case, perhaps), half are whatever the parts make.
+    const content = random() < 0.5 ? text(4) + (random() < 0.5 ? term.toUpperCase() : term) + text(4) : text(8)
+    cases.push({ term, pattern: likePattern(term), content })
+  }
+  const rows = await queryRows<{ term: string, content: string, joined: boolean, ilike: boolean }>(app.db, sql`
+    select p.term, p.content, replace(lower(p.content), ' ', '0') like replace(lower(p.pattern), ' ', '0') as joined, p.content ilike p.pattern as ilike
+    from jsonb_to_recordset(${JSON.stringify(cases)}::jsonb) as p(term text, pattern text, content text)`)
+  t.equal(rows.length, cases.length, 'every case checked')
+  t.same(rows.filter((row) => row.joined !== row.ilike), [], 'the joined pattern decides as the ILIKE does')
+  t.ok(rows.filter((row) => row.ilike).length > 500 && rows.filter((row) => !row.ilike).length > 500, 'both answers are common')
+
+  const plan = await app.db.transaction(async (tx) => {
+    await tx.execute(sql`set local enable_seqscan = off`)
+    const term = 'quokka'
+    const matching = matchingRowsSql('s', sql`s.id`, sql``, matchMode(term), { pattern: sql`${likePattern(term)}::text`, narrowed: sql`${narrowedPattern(term)}::text`, term: sql`${term}::text` })
+    return await queryRows<{ 'QUERY PLAN': string }>(tx as unknown as App['db'], sql`explain ${matching}`)
+  })
+  const planText = plan.map((row) => row['QUERY PLAN']).join('\n')
+  t.match(planText, /Bitmap Index Scan on messages_content_words_trgm_idx/, 'EXPLAIN: the content index')
+  t.match(planText, /Bitmap Index Scan on messages_subject_trgm_idx/, 'EXPLAIN: and the subject index, in one scan of the table')
+  t.notMatch(planText, /content ~~\*/, 'EXPLAIN: no ILIKE on content')
 })
