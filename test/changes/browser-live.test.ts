@@ -5,6 +5,7 @@ import { chooseBrowser, launchBrowser, startPageOrigin } from '../helpers/browse
 import { createAuthor, createMessages } from '../helpers/fixtures.js'
 import { listen } from '../helpers/live.js'
 import { SlowLink } from '../helpers/slow-link.js'
+import { quiesce } from '../helpers/sync-client.js'
 
 // CONTRACT 13 with CONTRACT 12 "Browsers", in real headless Chromium: a page on a listed origin opens
 // an EventSource on the API's origin, gets the initial copy as an event, then an event for a message
@@ -39,6 +40,9 @@ t.test('an EventSource on a listed origin streams the changes from Chromium', as
   const { app, url } = await listen(t, { corsOrigins: [allowed] })
   const alice = await createAuthor(app, 'alice', { name: 'Alice' })
   await createMessages(app, alice.id, 2)
+  // Once every transaction older than those writes has ended (in a shared server, another test's),
+  // the copy is complete and current: hasMore false (CONTRACT 12).
+  await quiesce(app)
 
   const browser = await launchBrowser(await chooseBrowser())
   t.teardown(() => browser.close())
