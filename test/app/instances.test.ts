@@ -6,7 +6,6 @@ import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
-import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
 import { postgresDatabase } from '../helpers/database.js'
 import { LOADER_ARGS, LOADER_ENV } from '../helpers/server-process.js'
 
@@ -65,7 +64,7 @@ async function requireRedis (): Promise<Redis> {
   return redis
 }
 
-t.test('two instances start at once on one fresh database and share the rate limit through Redis', { skip: (process.env.TEST_DATABASE_URL ?? '') !== '' ? false : pgClusterUnavailable() ?? false }, async (t) => {
+t.test('two instances start at once on one fresh database and share the rate limit through Redis', async (t) => {
   const redis = await requireRedis()
   t.teardown(() => redis.disconnect())
   const databaseUrl = await postgresDatabase(t)

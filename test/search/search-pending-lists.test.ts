@@ -7,7 +7,6 @@ import { mergePendingLists } from '../../src/search/pending-lists.js'
 import { buildApp } from '../../src/app.js'
 import { build, testConfig } from '../helpers/build.js'
 import { createAuthor, queryRows } from '../helpers/fixtures.js'
-import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
 import { postgresDatabase } from '../helpers/database.js'
 
 const GIN_INDEXES = ['messages_content_joins_idx', 'messages_content_words_trgm_idx', 'messages_subject_trgm_idx']
@@ -40,7 +39,7 @@ t.test('the search indexes take 32 MB pending lists, merged on request, and sear
 })
 
 // A second connection to the same database: on PGlite suites a throwaway PostgreSQL server (postgresDatabase).
-t.test('one merge at a time across instances: the other returns at once', { skip: process.env.TEST_DATABASE_URL !== undefined ? false : pgClusterUnavailable() ?? false }, async (t) => {
+t.test('one merge at a time across instances: the other returns at once', async (t) => {
   const databaseUrl = await postgresDatabase(t)
   const app = await buildApp(testConfig({ databaseUrl }), { logger: false, testAuth: true })
   t.teardown(() => app.close())

@@ -4,7 +4,6 @@ import t from 'tap'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { testConfig } from '../helpers/build.js'
-import { pgClusterUnavailable } from '../../scripts/postgres/binaries.js'
 import { startFailoverCluster } from '../../scripts/postgres/failover-cluster.js'
 import { startOtlpReceiver, type ExportedSpan } from '../helpers/otlp-receiver.js'
 import { renderTrace } from '../helpers/trace-tree.js'
@@ -13,12 +12,11 @@ import { renderTrace } from '../helpers/trace-tree.js'
 // writable primary, or finds none, shows it in its trace. On a throwaway primary and standby
 // (scripts/postgres/failover-cluster.ts), whichever database the suite runs on.
 
-const skip = pgClusterUnavailable() ?? false
 const DATABASE = 'messages'
 const ALICE = { 'x-test-user': JSON.stringify({ sub: 'alice', role: 'User', name: 'Alice' }) }
 const WAIT = 'wait for database primary'
 
-t.test('the wait for a writable primary is a span of the request that waited', { skip }, async (t) => {
+t.test('the wait for a writable primary is a span of the request that waited', async (t) => {
   const receiver = await startOtlpReceiver(t)
   const cluster = await startFailoverCluster({ synchronous: false })
   t.teardown(() => cluster.stop())

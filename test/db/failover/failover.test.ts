@@ -2,7 +2,6 @@ import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
 import { buildApp, type App } from '../../../src/app.js'
-import { pgClusterUnavailable } from '../../../scripts/postgres/binaries.js'
 import { startFailoverCluster, type FailoverCluster, type ServerName } from '../../../scripts/postgres/failover-cluster.js'
 import { testConfig } from '../../helpers/build.js'
 import { SyncClient, differences, type SyncMessage } from '../../helpers/sync-client.js'
@@ -21,8 +20,6 @@ const NOT_FOUND = { error: 'Message not found' }
 
 interface Answer { status: number, headers: Record<string, string | string[] | number | undefined>, body: unknown, text: string }
 interface Page { data: Array<{ id: number, content: string }>, pagination: { total: number, totalPages: number } }
-
-const skip = pgClusterUnavailable() ?? false
 
 async function withDeadline<T> (what: string, promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined
@@ -138,7 +135,7 @@ async function seed (t: Test, service: App, n: number, prefix: string): Promise<
   return ids
 }
 
-t.test('1. synchronous replication: the primary is killed under idempotent writes, the standby promoted', { skip }, async (t) => {
+t.test('1. synchronous replication: the primary is killed under idempotent writes, the standby promoted', async (t) => {
   const failover = await cluster(t, true)
   const service = await app(t, failover)
   await seed(t, service, 5, 'seed')
@@ -275,7 +272,7 @@ function openStream (url: string): { ended: Promise<{ at: number, how: string, s
   return { ended, opened, destroy: () => { destroy() } }
 }
 
-t.test('2. asynchronous replication: commits acknowledged after the standby was cut are lost, and never served', { skip }, async (t) => {
+t.test('2. asynchronous replication: commits acknowledged after the standby was cut are lost, and never served', async (t) => {
   const failover = await cluster(t, false)
   const service = await app(t, failover)
   const base = await service.listen({ host: '127.0.0.1', port: 0 })
@@ -376,7 +373,7 @@ t.test('2. asynchronous replication: commits acknowledged after the standby was 
   t.same(differences(fresh.sorted(), await servedBy(failover, 'b')), { missing: [], extra: [], differ: [] }, 'the resynchronised client follows the new writes')
 })
 
-t.test('3. split brain guard: an old primary that comes back writable is never written to', { skip }, async (t) => {
+t.test('3. split brain guard: an old primary that comes back writable is never written to', async (t) => {
   const failover = await cluster(t, false)
   const service = await app(t, failover)
   await seed(t, service, 2, 'seed')

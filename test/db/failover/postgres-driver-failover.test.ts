@@ -1,7 +1,6 @@
 import t, { type Test } from 'tap'
 import { Socket } from 'node:net'
 import postgres from 'postgres'
-import { pgClusterUnavailable } from '../../../scripts/postgres/binaries.js'
 import { startFailoverCluster, type FailoverCluster, type ServerName } from '../../../scripts/postgres/failover-cluster.js'
 
 /*
@@ -135,9 +134,7 @@ function countConnects (ports: number[]): () => number {
   }
 }
 
-const skip = pgClusterUnavailable() ?? false
-
-t.test('1. the primary is killed with queries in flight, then the standby is promoted', { skip }, async (t) => {
+t.test('1. the primary is killed with queries in flight, then the standby is promoted', async (t) => {
   const failover = await cluster(t, true)
   const sql = pool(t, failover)
   t.same(await warm(failover, sql), [{ server: 'a', recovery: false }, { server: 'a', recovery: false }], 'both connections on a')
@@ -172,7 +169,7 @@ t.test('1. the primary is killed with queries in flight, then the standby is pro
   t.same(await bodies(failover, 'b'), ['acknowledged before the kill', 'after promotion'], 'the commit acknowledged by the synchronous primary survived; the in-flight insert did not')
 })
 
-t.test('2. the old primary comes back as a standby, listed first', { skip }, async (t) => {
+t.test('2. the old primary comes back as a standby, listed first', async (t) => {
   const failover = await cluster(t, true)
   failover.kill('a')
   await failover.promote('b')
@@ -203,7 +200,7 @@ t.test('2. the old primary comes back as a standby, listed first', { skip }, asy
   t.same(await bodies(failover, 'b'), ['old pool'], 'the primary b got only the old pool\'s first write')
 })
 
-t.test('3. no host is writable', { skip }, async (t) => {
+t.test('3. no host is writable', async (t) => {
   const failover = await cluster(t, false)
   failover.kill('a')
 
@@ -238,7 +235,7 @@ t.test('3. no host is writable', { skip }, async (t) => {
   })
 })
 
-t.test('4. two writable hosts', { skip }, async (t) => {
+t.test('4. two writable hosts', async (t) => {
   /** a killed, b promoted with a pool on it, a restarted as it was: a new pool and the old one write. */
   async function splitBrain (t: Test, synchronous: boolean) {
     const failover = await cluster(t, synchronous)
