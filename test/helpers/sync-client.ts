@@ -151,10 +151,15 @@ const QUIESCE_MS = 60_000
  * back too; a test that expects a change in its next answer waits for this first.
  */
 export async function quiesce (app: App): Promise<void> {
-  const [row] = await rawRows<{ x: string }>(app, 'SELECT pg_current_xact_id()::text AS x')
+  await quiesceOn(async (text) => await rawRows(app, text))
+}
+
+/** `quiesce` through any way of running a statement on the test's database (a server process's, say). */
+export async function quiesceOn (query: <T extends Record<string, unknown>>(text: string) => Promise<T[]>): Promise<void> {
+  const [row] = await query<{ x: string }>('SELECT pg_current_xact_id()::text AS x')
   const start = performance.now()
   for (;;) {
-    const [done] = await rawRows<{ ended: boolean }>(app, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > ${lit(row!.x)}::xid8 AS ended`)
+    const [done] = await query<{ ended: boolean }>(`SELECT pg_snapshot_xmin(pg_current_snapshot()) > ${lit(row!.x)}::xid8 AS ended`)
     if (done?.ended === true) return
     if (performance.now() - start > QUIESCE_MS) throw new Error(`a transaction older than xid ${row!.x} is still running after ${QUIESCE_MS} ms`)
     await sleep(10)
