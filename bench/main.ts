@@ -8,6 +8,7 @@ import { messageCount, type DeferredWrites } from './checks/answer-checks.js'
 import { failureText, helpText, parseOptions, type BenchOptions } from './run/command-line.js'
 import { bulkInsertCost, serverCpu } from './database/cpu-per-write.js'
 import { measureSeekFloor, SEEK_FLOOR_KEY } from './database/seek-floor.js'
+import { readAnchorReads } from './report/anchor-reads.js'
 import { openOracle, prepareDatabase } from './database/seed-and-open.js'
 import { runLive, wantsLive } from './live/section.js'
 import { RESULTS_DIR } from './run/locations.js'
@@ -30,6 +31,7 @@ async function run (options: BenchOptions, identity: Identity, tokens: Tokens, o
   const settings: RunSettings = { duration: options.duration, connections: options.connections, maxRequests: options.maxRequests, oracle, deferred, databaseCpu }
   await warmUp(servers)
   const { reports, sync } = await runRows(rows, servers, settings, tokens, options.keys.has('sync'))
+  const anchorReads = await readAnchorReads(servers.service.base)
   // The floor of the cold rows, right after them: PostgreSQL's own keyset seek of a page, with the servers idle.
   const seekFloor = !options.embedded && options.keys.has(SEEK_FLOOR_KEY) ? await measureSeekFloor(oracle, options.databaseUrl, options.duration) : undefined
   // The write rows' reference, measured in the same run: what a created message costs in one large statement.
@@ -58,7 +60,8 @@ async function run (options: BenchOptions, identity: Identity, tokens: Tokens, o
     sync,
     live,
     bulkInsert,
-    seekFloor
+    seekFloor,
+    anchorReads
   }
   // The embedded run has results of its own: it is a different database, not a later run of the same one.
   writeResults(report, options.outName)

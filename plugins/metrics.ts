@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm'
 import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { heavyReadCounts } from '../src/db/heavy-reads.js'
-import { deepPageReads, type DeepPageRead } from '../src/pages/deep-page-reads.js'
+import { anchorSetReads, deepPageReads, type AnchorSetRead, type DeepPageRead } from '../src/pages/deep-page-reads.js'
 import { liveDeliveries } from '../src/changes/live/delay-metric.js'
 import { writeGroups, type WriteGroup } from '../src/messages/write-groups.js'
 
@@ -62,10 +62,25 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
     deepPages.inc({ table, via })
   }
   deepPageReads.subscribe(onDeepPage)
+  // How long a result set's deep pages went without their anchors: each read of them, from its start
+  // (the first deep page) to its end, by sort, whole or given up (src/pages/anchors/reader.ts).
+  const anchorReads = new Histogram({
+    name: 'pagination_anchor_read_seconds',
+    help: 'Reads of a result set\'s anchors, from the first deep page to their end, by table, sort and outcome',
+    labelNames: ['table', 'sort', 'outcome'] as const,
+    buckets: [0.05, 0.25, 1, 2.5, 5, 10, 20, 40, 80],
+    registers: [register]
+  })
+  const onAnchorRead = (message: unknown): void => {
+    const { table, sort, outcome, seconds } = message as AnchorSetRead
+    anchorReads.observe({ table, sort, outcome }, seconds)
+  }
+  anchorSetReads.subscribe(onAnchorRead)
   app.addHook('onClose', async () => {
     const { unsubscribe } = await import('node:diagnostics_channel')
     unsubscribe('undici:request:create', onUndiciRequest)
     deepPageReads.unsubscribe(onDeepPage)
+    anchorSetReads.unsubscribe(onAnchorRead)
   })
 
   // Live delivery (CONTRACT 13): clients held, what watching costs the database, and how long after a

@@ -1,5 +1,6 @@
 /** Renders benchmark results: the terminal/Markdown table and the SVG chart. Pure functions, no I/O. */
 import type { SeekFloor } from '../database/seek-floor.js'
+import { anchorReadLines, type AnchorReads } from './anchor-reads.js'
 import type { BulkInsertCost } from '../database/cpu-per-write.js'
 import type { GroupSummary } from '../database/write-groups.js'
 import { liveLines, liveProblems, type LiveReport } from '../live/report.js'
@@ -105,6 +106,8 @@ export interface BenchReport {
   bulkInsert?: BulkInsertCost
   /** The database's own prepared keyset seek of a page (pgbench), the floor the cold rows are read against; or why it was not measured. */
   seekFloor?: SeekFloor | string
+  /** The service's reads of anchors over the run, from its /metrics. */
+  anchorReads?: AnchorReads[]
 }
 
 export const failed = (m: Measurement | undefined): boolean => m !== undefined && m.problems.length > 0
@@ -189,6 +192,7 @@ export function renderMarkdown (report: BenchReport): string {
   }
   if (report.rssLimitMb === undefined) lines.push('', 'Peak RSS on the embedded database includes the database itself (its thread, buffers and WebAssembly memory); no bound is applied.')
   lines.push(...seekFloorLines(report))
+  lines.push(...anchorReadLines(report.anchorReads))
   if (report.sync !== undefined) lines.push('', ...syncLines(report.sync, report.rssLimitMb ?? Infinity))
   if (report.live !== undefined) lines.push('', ...liveLines(report.live))
   const failures = report.rows.flatMap((row) => TARGETS.flatMap((t) => (row.results[t]?.problems ?? []).map((p) => `- ${row.name} (${t}): ${p}`)))

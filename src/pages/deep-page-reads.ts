@@ -24,3 +24,20 @@ export function readVia (table: string, via: DeepPageVia, partial?: boolean, fol
   if (followed !== undefined) read.followed = followed
   deepPageReads.publish(read)
 }
+
+/** A read of a result set's anchors that ended: whole ('complete'), or given up ('abandoned': a write, a failure). */
+export interface AnchorSetRead {
+  table: string
+  sort: string
+  outcome: 'complete' | 'abandoned'
+  seconds: number
+  /** Anchors in the set read (0 when abandoned). */
+  anchors: number
+}
+
+/** A message for each anchor read that ended, for /metrics: how long result sets wait for their anchors. */
+export const anchorSetReads = channel('messages-api:anchor-read')
+
+export function anchorSetRead (read: AnchorSetRead): void {
+  if (anchorSetReads.hasSubscribers) anchorSetReads.publish(read)
+}

@@ -6,6 +6,7 @@ import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import { AnchorCache, anchorBytes, anchorFor, STRIDE, type Anchors } from '../../src/pages/anchors/anchor-set.js'
 import { lit, rawRows, run, seedFromEnv } from '../helpers/exactness.js'
 import { deleteBySql, insertMessagesBySql, updateBySql, world, type World } from '../helpers/exactness-messages.js'
+import { scrape } from '../helpers/live.js'
 import { PROPERTY_SCALE } from '../helpers/scale.js'
 
 // Deep pages read from the anchors of their result set (src/pages/anchors/anchor-set.ts): every sort, order and
@@ -235,6 +236,11 @@ t.test('deep pages are exact before, with and after anchors, whatever writes', a
 
   t.strictSame((await checkDeep(w, 'before any anchors', [25, 7, 100])).slice(0, 5), [], 'exact while the anchors are being read')
   await awaitAnchors(t, w, seen)
+  // How long each result set went without its anchors, for operators: every sort's read, whole.
+  const metrics = await scrape(w.app)
+  for (const sort of ['id', 'createdAt', 'subject']) {
+    t.match(metrics, new RegExp(`^pagination_anchor_read_seconds_count\\{table="messages",sort="${sort}",outcome="complete"\\} [1-9]`, 'm'), `the reads of ${sort}'s anchors on /metrics`)
+  }
   const start = seen.length
   t.strictSame((await checkDeep(w, 'from anchors', [24, 9, 99])).slice(0, 5), [], 'exact from anchors')
   const vias = seen.slice(start)

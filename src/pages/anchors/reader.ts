@@ -3,7 +3,7 @@ import type { Database } from '../../db/client.js'
 import { heavyRead } from '../../db/heavy-reads.js'
 import { ANCHOR_BYTES } from '../../memory/budget.js'
 import { MAX_LIMIT } from '../../schemas/pagination.js'
-import { readVia } from '../deep-page-reads.js'
+import { anchorSetRead, readVia } from '../deep-page-reads.js'
 import { counted } from '../filters.js'
 import { strip } from '../items.js'
 import { scanOf } from '../order.js'
@@ -78,8 +78,21 @@ export class AnchorReader<S extends string, F extends string, Row extends object
    */
   async #read (db: Database, sort: S, order: SortOrder, present: F[], params: Record<string, unknown>,
     publish: (part: Anchors) => void): Promise<Anchors | undefined> {
-    return await heavyRead(db, async () => await db.transaction(async (tx) => await this.#readChunks(tx, sort, order, present, params, publish),
-      { isolationLevel: 'repeatable read', accessMode: 'read only' }))
+    const started = performance.now()
+    let anchors: Anchors | undefined
+    try {
+      anchors = await heavyRead(db, async () => await db.transaction(async (tx) => await this.#readChunks(tx, sort, order, present, params, publish),
+        { isolationLevel: 'repeatable read', accessMode: 'read only' }))
+      return anchors
+    } finally {
+      anchorSetRead({
+        table: this.spec.table,
+        sort,
+        outcome: anchors === undefined ? 'abandoned' : 'complete',
+        seconds: (performance.now() - started) / 1000,
+        anchors: anchors?.ids.length ?? 0
+      })
+    }
   }
 
   async #readChunks (db: Database, sort: S, order: SortOrder, present: F[], params: Record<string, unknown>,
