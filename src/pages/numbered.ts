@@ -11,10 +11,9 @@ import { placeholder, type CollectionSpec } from './spec.js'
 // Below this offset a page is read by walking the index from the start: as cheap as locating it.
 export const NEAR_START = 1000
 
-/** `materialized`: false for a statement that reads `page` once, which PostgreSQL then streams. */
-export function pageIdsSql<S extends string, F extends string> (spec: CollectionSpec<S, F>, sort: S, order: SortOrder, present: F[], materialized = true): SQL {
+export function pageIdsSql<S extends string, F extends string> (spec: CollectionSpec<S, F>, sort: S, order: SortOrder, present: F[]): SQL {
   const by = orderSql(spec.sorts[sort], order, false)
-  return sql`page AS ${sql.raw(materialized ? 'MATERIALIZED ' : '')}(
+  return sql`page AS MATERIALIZED (
       SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(by)}) AS ord FROM ${sql.raw(spec.table)} m
       WHERE ${whereSql(spec, present)} ORDER BY ${sql.raw(by)} OFFSET ${placeholder('offset')}::bigint LIMIT ${placeholder('limit')}::bigint)`
 }

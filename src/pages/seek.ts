@@ -71,15 +71,46 @@ export function walkSql<S extends string, F extends string> (spec: CollectionSpe
       WHERE w.got < ${limit})`
 }
 
+/** Options of a numbered part: `tagged` adds the part's number (`part`), `key` the row's sort key (`k`). */
+export interface NumberedOptions { tagged?: boolean, key?: boolean }
+
+/**
+ * The parts of a seek as statements of their rows, each numbered `po` in the part's own order and at
+ * most `partLimit` of them; and the `walk` CTE a walk part reads (see `grouped`), which the statement
+ * must define (WITH RECURSIVE) when there is one. `reach` bounds what a walk visits.
+ */
+export function numberedParts<S extends string, F extends string> (spec: CollectionSpec<S, F>, sort: S, scan: Scan, parts: readonly SeekPart[], present: F[], reach: number) {
+  const table = sql.raw(spec.table)
+  const where = whereSql(spec, present)
+  const limit = sql.raw(String(reach))
+  const byId = `m.id${scan.idDesc ? ' DESC' : ''}`
+  const at = parts.findIndex((part) => part.walk === true)
+  const walk = at < 1 ? undefined : walkSql(spec, sort, scan, parts[at]!.where, parts[at - 1]!.where, present, limit)
+  const numbered = (n: number, partLimit: SQL, options: NumberedOptions = {}): SQL => {
+    const part = parts[n]!
+    const tag = options.tagged === true ? sql`${n} AS part, ` : sql``
+    if (part.walk === true) {
+      const key = options.key === true ? sql`w.k AS k, ` : sql``
+      const walked = `p.id${scan.idDesc ? ' DESC' : ''}`
+      return sql`SELECT ${tag}${key}p.id, row_number() OVER (ORDER BY w.step, ${sql.raw(walked)}) AS po FROM walk w
+        CROSS JOIN LATERAL (SELECT m.id FROM ${table} m WHERE ${sql.raw(spec.sorts[sort])} = w.k AND ${where}
+          ORDER BY ${sql.raw(byId)} LIMIT ${limit}) p
+        ORDER BY w.step, ${sql.raw(walked)} LIMIT ${partLimit}`
+    }
+    const key = options.key === true ? sql`${sql.raw(spec.sorts[sort])} AS k, ` : sql``
+    return sql`SELECT ${tag}${key}m.id, row_number() OVER (ORDER BY ${sql.raw(part.order)}) AS po FROM ${table} m
+      WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT ${partLimit}`
+  }
+  return { walk, numbered }
+}
+
 /**
  * The CTEs ending in `page(id, ord)`: the first `reach` rows beyond the position (`k`, `i`) in scan
  * order, numbered from 1. `reach` is a constant, not a parameter: with every row count known, the
  * generic plan of the statement costs what a custom one does, so PostgreSQL keeps it and does not
  * plan the statement again on each execution, which took three times as long as running it.
- * `stacked` (for a long reach read once, as an anchor chunk is) numbers several parts without
- * sorting their union, and streams `page` rather than materializing it.
  */
-export function seekPageSql<S extends string, F extends string> (spec: CollectionSpec<S, F>, sort: S, scan: Scan, keyNull: boolean, present: F[], reach: number, stacked = false): SQL {
+export function seekPageSql<S extends string, F extends string> (spec: CollectionSpec<S, F>, sort: S, scan: Scan, keyNull: boolean, present: F[], reach: number): SQL {
   const table = sql.raw(spec.table)
   const where = whereSql(spec, present)
   const limit = sql.raw(String(reach))
@@ -87,47 +118,14 @@ export function seekPageSql<S extends string, F extends string> (spec: Collectio
   const only = parts.length === 1 ? parts[0]! : undefined
   if (only !== undefined && only.walk !== true) {
     // One index range: its own order numbers the rows, with no sort of the parts.
-    return sql`WITH page ${sql.raw(stacked ? 'AS' : 'AS MATERIALIZED')} (SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(only.order)}) AS ord FROM ${table} m
+    return sql`WITH page AS MATERIALIZED (SELECT m.id, row_number() OVER (ORDER BY ${sql.raw(only.order)}) AS ord FROM ${table} m
       WHERE ${only.where} AND ${where} ORDER BY ${sql.raw(only.order)} LIMIT ${limit})`
   }
-  let walk: SQL | undefined
-  // Each part's rows beyond the position, numbered `po` in the part's own order, at most `partLimit`;
-  // with `tagged`, each row also carries the part's number.
-  const numbered = (part: SeekPart, n: number, partLimit: SQL, tagged: boolean): SQL => {
-    const tag = tagged ? sql`${n} AS part, ` : sql``
-    if (part.walk === true) {
-      walk = walkSql(spec, sort, scan, part.where, parts[n - 1]!.where, present, limit)
-      const byId = `p.id${scan.idDesc ? ' DESC' : ''}`
-      return sql`SELECT ${tag}p.id, row_number() OVER (ORDER BY w.step, ${sql.raw(byId)}) AS po FROM walk w
-        CROSS JOIN LATERAL (SELECT m.id FROM ${table} m WHERE ${sql.raw(spec.sorts[sort])} = w.k AND ${where}
-          ORDER BY ${sql.raw(`m.id${scan.idDesc ? ' DESC' : ''}`)} LIMIT ${limit}) p
-        ORDER BY w.step, ${sql.raw(byId)} LIMIT ${partLimit}`
-    }
-    return sql`SELECT ${tag}m.id, row_number() OVER (ORDER BY ${sql.raw(part.order)}) AS po FROM ${table} m
-      WHERE ${part.where} AND ${where} ORDER BY ${sql.raw(part.order)} LIMIT ${partLimit}`
-  }
-  if (!stacked) {
-    const selects = parts.map((part, n) => sql`(${numbered(part, n, limit, true)})`)
-    return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}page AS MATERIALIZED (
+  const { walk, numbered } = numberedParts(spec, sort, scan, parts, present, reach)
+  const selects = parts.map((_, n) => sql`(${numbered(n, limit, { tagged: true })})`)
+  return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}page AS MATERIALIZED (
       SELECT s.id, row_number() OVER (ORDER BY s.part, s.po) AS ord FROM (${sql.join(selects, sql` UNION ALL `)}) s
       ORDER BY s.part, s.po LIMIT ${limit})`
-  }
-  // Stacked (for a long reach, as anchor chunks have): the parts follow one another, so a row's number
-  // is its number in its part plus the rows of the parts before it, with no sort of their union, and a
-  // part reads only the rows the parts before it left to reach. A walk reads at most `reach` rows.
-  const ctes: SQL[] = []
-  const unions: SQL[] = []
-  parts.forEach((part, n) => {
-    const before = n === 0 ? undefined : sql.raw(`(SELECT n FROM c${n - 1})`)
-    const partLimit = before === undefined || part.walk === true ? limit : sql`greatest(${limit} - ${before}, 0)`
-    ctes.push(sql`${sql.raw(`p${n}`)} AS MATERIALIZED (${numbered(part, n, partLimit, false)})`)
-    if (n < parts.length - 1) {
-      ctes.push(sql`${sql.raw(`c${n}`)} AS MATERIALIZED (SELECT ${before ?? sql`0`} + count(*) AS n FROM ${sql.raw(`p${n}`)})`)
-    }
-    unions.push(sql`SELECT id, po + ${before ?? sql`0`} AS ord FROM ${sql.raw(`p${n}`)}`)
-  })
-  return sql`WITH ${walk === undefined ? sql`` : sql`RECURSIVE ${walk}, `}${sql.join(ctes, sql`, `)},
-    page AS (SELECT id, ord FROM (${sql.join(unions, sql` UNION ALL `)}) u WHERE ord <= ${limit})`
 }
 
 /**
