@@ -1,23 +1,25 @@
 /** How the service grouped a write row's creates, from the difference of its /metrics before and after the row. */
-import { request } from 'undici'
+import { metricsText, sums } from '../servers/service-metrics.js'
 
 export interface GroupTotals { groups: number, creates: number, waitSeconds: number, statementSeconds: number }
 
+const NAMES = ['message_write_group_size_count', 'message_write_group_size_sum', 'message_write_group_wait_seconds_sum', 'message_write_group_statement_seconds_sum']
+
 /** The grouped-insert histograms' counts and sums (plugins/metrics.ts), or undefined when /metrics does not answer. */
 export async function groupTotals (base: string): Promise<GroupTotals | undefined> {
+  let text: string
   try {
-    const response = await request(`${base}/metrics`, { headersTimeout: 5000, bodyTimeout: 5000 })
-    const text = await response.body.text()
-    if (response.statusCode !== 200) return undefined
-    const value = (name: string) => Number(/^(\S+) (\S+)$/m.exec(text.split('\n').find((line) => line.startsWith(`${name} `)) ?? '')?.[2] ?? NaN)
-    return {
-      groups: value('message_write_group_size_count'),
-      creates: value('message_write_group_size_sum'),
-      waitSeconds: value('message_write_group_wait_seconds_sum'),
-      statementSeconds: value('message_write_group_statement_seconds_sum')
-    }
+    text = await metricsText(base)
   } catch {
     return undefined
+  }
+  const found = sums(text, NAMES)
+  const value = (name: string): number => found.get(name) ?? Number.NaN
+  return {
+    groups: value('message_write_group_size_count'),
+    creates: value('message_write_group_size_sum'),
+    waitSeconds: value('message_write_group_wait_seconds_sum'),
+    statementSeconds: value('message_write_group_statement_seconds_sum')
   }
 }
 

@@ -7,16 +7,12 @@ import { BenchError } from '../run/bench-error.js'
 const TRIES = 40
 const RETRY_MS = 250
 
-/** Times GET /metrics was answered 503 (load shedding) and tried again, over the run. */
-export let metricsShed = 0
-
 export async function metricsText (base: string): Promise<string> {
   for (let attempt = 1; ; attempt++) {
     const response = await request(`${base}/metrics`, { headersTimeout: 10_000, bodyTimeout: 10_000 })
     const text = await response.body.text()
     if (response.statusCode === 200) return text
     if (response.statusCode !== 503 || attempt >= TRIES) throw new BenchError(`GET /metrics answered ${response.statusCode}`)
-    metricsShed++
     await sleep(RETRY_MS)
   }
 }
@@ -30,6 +26,15 @@ export function samples (text: string): Array<{ name: string, labels: Record<str
     const labels: Record<string, string> = {}
     for (const [, key, value] of (match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)) labels[key!] = value!
     found.push({ name: match[1]!, labels, value: Number(match[3]) })
+  }
+  return found
+}
+
+/** The sum over every label set of each metric named in `names`. */
+export function sums (text: string, names: readonly string[]): Map<string, number> {
+  const found = new Map<string, number>()
+  for (const { name, value } of samples(text)) {
+    if (names.includes(name) && Number.isFinite(value)) found.set(name, (found.get(name) ?? 0) + value)
   }
   return found
 }
