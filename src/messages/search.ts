@@ -9,6 +9,7 @@ import type { PageRequest, PageResult } from '../pages/request.js'
 import { placeholder, type FilterValues } from '../pages/spec.js'
 import type { Message, MessageFilters, MessageSort } from '../schemas/messages.js'
 import { likePattern, matchingRowsSql, matchMode, narrowedPattern, type MatchMode } from '../search/match.js'
+import { idListsSql, matchColumns, orderedIds, type IdListRow } from '../search/id-lists.js'
 import { cursorWindow, OrderedIdCache, type OrderedIds } from '../search/ordered-id-cache.js'
 import { messageReader, type FilterName, type ReaderFilter } from './collection.js'
 import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './row.js'
@@ -16,7 +17,6 @@ import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './r
 // Search: the ordered ids of a term's matches are read once, with the table's version, and kept;
 // each page then reads only its own rows, together with the current version in the same snapshot.
 // A differing version (any write by anyone) discards the ids and reads them afresh.
-const SEARCH_SORTS: Record<MessageSort, string> = { id: 's.id', createdAt: 's.created_at', priority: 's.priority', subject: 's.subject' }
 const searchFilterSql: Record<FilterName, ReturnType<typeof sql>> = {
   priority: sql`s.priority = ${placeholder('priority')}::message_priority`,
   authorId: sql`s.author_id = ${placeholder('authorId')}::bigint`,
@@ -24,13 +24,10 @@ const searchFilterSql: Record<FilterName, ReturnType<typeof sql>> = {
 }
 
 function searchIdsSql (sort: MessageSort, order: 'asc' | 'desc', present: FilterName[], mode: MatchMode) {
-  const by = sort === 'id' ? `s.id${order === 'desc' ? ' DESC' : ''}` : `${SEARCH_SORTS[sort]}${order === 'desc' ? ' DESC' : ''}, s.id`
-  const columns = sql.raw(sort === 'id' ? 's.id' : `s.id, ${SEARCH_SORTS[sort]}`)
   const filters = sql.join(present.map((name) => sql` AND ${searchFilterSql[name]}`), sql``)
-  const matching = matchingRowsSql('s', columns, filters, mode,
+  const matching = matchingRowsSql('s', matchColumns(sort), filters, mode,
     { pattern: sql`${placeholder('pattern')}::text`, narrowed: sql`${placeholder('narrowed')}::text`, term: sql`${placeholder('term')}::text` })
-  return sql`SELECT ${versionSql('messages')}::float8 AS version,
-    coalesce((SELECT array_agg(s.id::float8 ORDER BY ${sql.raw(by)}) FROM (${matching}) s), '{}') AS ids`
+  return idListsSql(sort, order, matching, versionSql('messages'))
 }
 
 const rowsByIds = statement<MessageRow & { version: number, ord: number | null, created_key: string }>('messages_by_ids', sql`
@@ -57,7 +54,7 @@ function searchKey (row: MessageRow & { created_key: string }, sort: MessageSort
 /** Searching messages: each term's ordered ids are read once and remembered while the table's version holds. */
 export function createMessageSearch () {
   const searchCache = new OrderedIdCache(SEARCH_IDS)
-  const searchStatements = new Map<string, ReturnType<typeof statement<{ version: number, ids: number[] }>>>()
+  const searchStatements = new Map<string, ReturnType<typeof statement<IdListRow>>>()
   // One read of a term's ids at a time per key and database, however many requests want them.
   const computing = new Map<string, Promise<OrderedIds>>()
 
@@ -69,12 +66,13 @@ export function createMessageSearch () {
       const shape = `${page.sort}:${page.order}:${present.join(',')}:${mode}`
       let run = searchStatements.get(shape)
       if (run === undefined) {
-        run = statement<{ version: number, ids: number[] }>(`messages_search_${searchStatements.size}`, searchIdsSql(page.sort, page.order, present, mode))
+        run = statement<IdListRow>(`messages_search_${searchStatements.size}`, searchIdsSql(page.sort, page.order, present, mode))
         searchStatements.set(shape, run)
       }
       const params: Record<string, unknown> = { pattern: likePattern(term), narrowed: narrowedPattern(term), term }
       for (const name of present) params[name] = filters[name]
-      pending = heavyReadWithMemory(target, SEARCH_WORK_MEM, async (tx) => await run(tx, params)).then(([row]) => ({ version: row?.version ?? 0, ids: Float64Array.from(row?.ids ?? []) }))
+      pending = heavyReadWithMemory(target, SEARCH_WORK_MEM, async (tx) => await run(tx, params))
+        .then(async (rows) => ({ version: rows[0]?.version ?? 0, ids: await orderedIds(rows, page.sort, page.order) }))
       computing.set(flightKey, pending)
       const forget = () => computing.delete(flightKey)
       pending.then(forget, forget)
