@@ -28,6 +28,15 @@ async function count (app: App, where = sql`true`): Promise<number> {
 
 const empty = (limit = 25) => pageBody([], 1, limit, 0)
 
+t.test('the counters\' primary key carries each count, so a located page reads counts from the index (drizzle/0016)', async (t) => {
+  const { app } = await start()
+  const [key] = await queryRows<{ columns: string, keys: number, primary: boolean }>(app.db, sql`
+    select pg_get_indexdef(i.indexrelid) as columns, i.indnkeyatts::int as keys, i.indisprimary as primary
+    from pg_index i where i.indrelid = 'pagination_counts'::regclass`)
+  t.same({ keys: key!.keys, primary: key!.primary }, { keys: 5, primary: true }, 'the one index is the primary key, of five columns')
+  t.match(key!.columns, /\(table_name, key, dim, bucket, slot\) INCLUDE \(n\)$/, 'and carries n')
+})
+
 t.test('a valid number that matches nothing is an empty page, not an error (SPEC 4.9 rule 2)', async (t) => {
   const { app } = await start()
   for (const query of ['minRating=1000000', 'minRating=10.01', 'year=3000', 'year=-5', 'year=0', 'year=1994.5', 'year=1e20', 'year=99999999999']) {
