@@ -10,3 +10,10 @@ export async function bounded<T> (promise: Promise<T>, ms = 15_000): Promise<T> 
     clearTimeout(timer)
   }
 }
+
+/**
+ * The bound that proves a request without an answer from upstream was given up rather than left hanging
+ * (undici would wait 300 s for headers, a trickled body forever). Far above any machine's scheduling
+ * delay: 7 s for a 5 s budget failed in CI on a slow day, measuring the machine, not the code.
+ */
+export const NOT_HUNG_MS = 60_000

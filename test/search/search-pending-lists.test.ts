@@ -9,6 +9,8 @@ import { build, testConfig } from '../helpers/build.js'
 import { createAuthor, queryRows } from '../helpers/fixtures.js'
 import { postgresDatabase } from '../helpers/database.js'
 
+// The advisory lock search_pending_lists_merge() takes (drizzle/0014).
+const MERGE_LOCK = 7300452034
 const GIN_INDEXES = ['messages_content_joins_idx', 'messages_content_words_trgm_idx', 'messages_subject_trgm_idx']
 
 t.test('the search indexes take 32 MB pending lists, merged on request, and search reads both sides', async (t) => {
@@ -22,17 +24,26 @@ t.test('the search indexes take 32 MB pending lists, merged on request, and sear
   const author = await createAuthor(app, 'alice')
   await mergePendingLists(app.db)
   t.equal(await mergePendingLists(app.db), 0, 'nothing pending: nothing merged')
-  // Written by SQL, as any client may: the triggers count them and the indexes take them into their lists.
-  await app.db.execute(sql`insert into messages (content, subject, author_id)
-    select 'a wombat report number ' || g, 'Wombat weekly ' || (g % 7), ${author.id} from generate_series(1, 400) g`)
   const found = async (): Promise<unknown> => {
     const res = await app.inject({ url: '/v2/messages/search?q=wombat%20report&limit=1', headers: { 'x-test-user': JSON.stringify({ sub: 'alice', role: 'User' }) } })
     t.equal(res.statusCode, 200)
     return (res.json() as { pagination: { total: number } }).pagination.total
   }
-  t.equal(await found(), 400, 'found while pending')
-  const merged = await mergePendingLists(app.db)
-  t.ok(merged > 0, `the pending pages were merged (${merged})`)
+  // One transaction that holds the merge's lock, so that the service's own merge (every 5 s) cannot take the
+  // lists between the insert and the merge asked for here, however long the steps take.
+  await app.db.transaction(async (transaction) => {
+    const tx = transaction as unknown as typeof app.db
+    await tx.execute(sql`select pg_advisory_xact_lock(${MERGE_LOCK})`)
+    // Written by SQL, as any client may: the triggers count them and the indexes take them into their lists.
+    await tx.execute(sql`insert into messages (content, subject, author_id)
+      select 'a wombat report number ' || g, 'Wombat weekly ' || (g % 7), ${author.id} from generate_series(1, 400) g`)
+    await tx.execute(sql`set local enable_seqscan = off`)
+    const [pending] = await queryRows<{ n: number }>(tx, sql`select count(*)::int as n from messages where replace(lower(content), ' ', '0') like '%wombat0report%'`)
+    t.equal(pending!.n, 400, 'found through the index while pending')
+    const merged = await mergePendingLists(tx)
+    t.ok(merged > 0, `the pending pages were merged (${merged})`)
+  })
+  t.equal(await found(), 400, 'found through the search after the merge')
   t.equal(await mergePendingLists(app.db), 0, 'and are gone')
   await app.db.execute(sql`insert into messages (content, author_id) values ('one more wombat report', ${author.id})`)
   t.equal(await found(), 401, 'found after the merge, with the message added since')
