@@ -45,6 +45,8 @@ const SENTINEL = 90_000_000
 const REGULAR = `id < ${RESERVED}`
 const BUMP = "content = regexp_replace(content, '#[0-9]+$', '#' || nextval('live_marker'))"
 const WAIT_MS = 60_000
+/** Past this, the scenario is stuck, not slow (it takes 10-60 s): say where, well before the file's limit. */
+const STUCK_MS = 240_000
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -67,7 +69,10 @@ interface World {
   t: Test
   rng: Rng
   instances: Instance[]
+  /** The regular writers' authors, whom they also rename. */
   authors: number[]
+  /** The author of the long-transaction scenario's rows, whom no one renames (see longTransaction). */
+  reservedAuthor: number
   commits: number
   aborted: number
   writing: boolean
@@ -79,6 +84,10 @@ interface World {
   pollAnswers: number
   /** The EventSource clients' connections, destroyed before the apps close. */
   agent: Agent
+  /** What the scenario is doing now, for the report of a stuck run. */
+  phase: string
+  /** Writers and transactions that have not finished yet, by name. */
+  running: Set<string>
 }
 
 /**
@@ -103,8 +112,8 @@ function content (rng: Rng, who: string): string {
   return `${rng.sample(['quick', 'brown', 'fox', 'ünïcødé', '"quoted"', "it's", '🙂'], rng.int(1, 4)).join(' ')} ${who} #0`
 }
 
-function rowValues (w: World, rng: Rng, ids: number[], who: string): string {
-  return ids.map((id) => `(${id}, ${lit(content(rng, who))}, ${lit(rng.chance(0.3) ? null : 'subject')}, ${lit(rng.pick(PRIORITIES))}, ${rng.pick(w.authors)}, now())`).join(', ')
+function rowValues (rng: Rng, ids: number[], who: string, authors: number[]): string {
+  return ids.map((id) => `(${id}, ${lit(content(rng, who))}, ${lit(rng.chance(0.3) ? null : 'subject')}, ${lit(rng.pick(PRIORITIES))}, ${rng.pick(authors)}, now())`).join(', ')
 }
 
 /** An EventSource client: resumes by a new EventSource (Last-Event-ID) or by the EventSource's own reconnection. */
@@ -240,7 +249,7 @@ async function sqlWriter (w: World, k: number, rng: Rng, writer: Writer): Promis
   const fresh = (n: number): number[] => Array.from({ length: n }, () => { nextId += rng.int(1, 3); return nextId })
   const pickRegular = (n: number): string => `SELECT id FROM messages WHERE ${REGULAR} ORDER BY random() LIMIT ${n}`
   const statements: Array<(s: Session) => Promise<void>> = [
-    (s) => s.exec(`INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(w, rng, fresh(rng.int(1, 5)), `sql-${k} insert`)}`),
+    (s) => s.exec(`INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(rng, fresh(rng.int(1, 5)), `sql-${k} insert`, w.authors)}`),
     (s) => s.copy(fresh(rng.int(2, 8)).map((id) => [id, content(rng, `sql-${k} copy`), '\\N', rng.pick(PRIORITIES), rng.pick(w.authors), new Date().toISOString()].join('\t')).join('\n') + '\n'),
     (s) => s.exec(`UPDATE messages SET ${BUMP} WHERE id IN (${pickRegular(rng.int(1, 5))})`),
     (s) => s.exec(`UPDATE messages SET ${BUMP}, priority = ${lit(rng.pick(PRIORITIES))}, subject = ${lit(rng.chance(0.5) ? null : `s${rng.int(1, 9)}`)} WHERE id IN (${pickRegular(rng.int(1, 8))})`),
@@ -273,8 +282,13 @@ async function sqlWriter (w: World, k: number, rng: Rng, writer: Writer): Promis
 /**
  * PostgreSQL: T1 begins and writes, T2 begins, writes and commits, T1 stays open while the others
  * commit and the long-poll clients are answered again and again, then writes again and commits last.
+ * T1 waits here for T2, which PostgreSQL cannot see; so T2 must never wait for a lock held by a
+ * writer that itself waits for T1. Their rows have an author of their own: a write locks a message's
+ * author FOR SHARE (drizzle/0010), and a writer's transaction that renamed author A and then waits
+ * to rename B, which T1 locked, would hold up T2 writing a row of A until T1 commits: forever.
  */
 async function longTransaction (w: World, url: string, rng: Rng): Promise<void> {
+  const reserved = [w.reservedAuthor]
   const first = postgres(url, { max: 1, onnotice: () => {} })
   const second = postgres(url, { max: 1, onnotice: () => {} })
   try {
@@ -283,17 +297,17 @@ async function longTransaction (w: World, url: string, rng: Rng): Promise<void> 
     let release!: () => void
     const t1MayFinish = new Promise<void>((resolve) => { release = resolve })
     const t1 = first.begin(async (tx) => {
-      await tx.unsafe(`INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(w, rng, [RESERVED + 100, RESERVED + 101], 'T1 early')}`)
+      await tx.unsafe(`INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(rng, [RESERVED + 100, RESERVED + 101], 'T1 early', reserved)}`)
       await tx.unsafe(`UPDATE messages SET ${BUMP} WHERE id IN (${RESERVED}, ${RESERVED + 1})`)
       wrote()
       await t1MayFinish
-      await tx.unsafe(`INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(w, rng, [RESERVED + 102], 'T1 late')}`)
+      await tx.unsafe(`INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(rng, [RESERVED + 102], 'T1 late', reserved)}`)
       await tx.unsafe(`UPDATE messages SET ${BUMP} WHERE id = ${RESERVED}`)
       await tx.unsafe(`DELETE FROM messages WHERE id = ${RESERVED + 2}`)
     })
     await Promise.race([t1Wrote, t1])
     await second.begin(async (tx) => {
-      await tx.unsafe(`INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(w, rng, [RESERVED + 200], 'T2')}`)
+      await tx.unsafe(`INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(rng, [RESERVED + 200], 'T2', reserved)}`)
       await tx.unsafe(`UPDATE messages SET ${BUMP} WHERE id IN (${RESERVED + 3}, ${RESERVED + 4})`)
     })
     const answers = w.pollAnswers
@@ -310,6 +324,33 @@ async function longTransaction (w: World, url: string, rng: Rng): Promise<void> 
     await t1
   } finally {
     await Promise.all([first.end({ timeout: 5 }), second.end({ timeout: 5 })])
+  }
+}
+
+/**
+ * A run past STUCK_MS: what it waits for, from the clients', the instances' and the database's side,
+ * printed while it still waits, so a hang is diagnosed from the log of the run that had it.
+ */
+async function reportStuck (w: World, databaseUrl: string): Promise<void> {
+  const clients = w.clients.map((c) => ({ name: c.name, answers: c.copy.answers, next: c.copy.next, resumes: c.resumes, sawSentinel: c.sawSentinel, done: c.done, problems: c.problems.slice(0, 3) }))
+  const instances = w.instances.map(({ app }) => app.changes.stats())
+  let sessions: unknown = 'PGlite: one session'
+  if (onPostgres) sessions = await sessionsOf(databaseUrl)
+  console.error(`live property stuck after ${STUCK_MS} ms: ${JSON.stringify({ phase: w.phase, running: [...w.running], writersLeft: w.writersLeft, commits: w.commits, pollAnswers: w.pollAnswers, clients, instances, sessions }, null, 1)}`)
+}
+
+/** The database's sessions: what each waits for and on whom. */
+async function sessionsOf (databaseUrl: string): Promise<unknown> {
+  const admin = postgres(databaseUrl, { max: 1, onnotice: () => {}, connect_timeout: 10, connection: { statement_timeout: 10_000 } })
+  try {
+    return await admin`
+      select pid, application_name, state, wait_event_type, wait_event, now() - xact_start as in_transaction,
+        pg_blocking_pids(pid) as blocked_by, left(query, 160) as query
+      from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`
+  } catch (err) {
+    return `unread: ${String(err)}`
+  } finally {
+    await admin.end({ timeout: 5 })
   }
 }
 
@@ -330,14 +371,19 @@ t.test(`live clients hold exactly the table, whoever writes and however they com
 
   await app.inject({ method: 'GET', url: '/v2/users/me', headers: { 'x-test-user': ADMIN } })
   await runSql(app, 'CREATE SEQUENCE live_marker')
-  await runSql(app, "INSERT INTO users (subject_id, name, email, role) SELECT 'sql-author-' || i, 'Author ' || i, NULL, 'User' FROM generate_series(1, 4) i")
-  const authors = (await rawRows<{ id: number }>(app, "SELECT id::float8 AS id FROM users WHERE subject_id LIKE 'sql-author-%' ORDER BY id")).map((r) => Number(r.id))
-  const w: World = { t, rng, instances, authors, commits: 0, aborted: 0, writing: false, writersLeft: SQL_WRITERS + API_WRITERS, stopped: false, clients: [], pollAnswers: 0, agent }
-  await runSql(app, `INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(w, rng, Array.from({ length: 40 }, (_, i) => 100_000 + i * 7), 'preload')}`)
-  await runSql(app, `INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(w, rng, Array.from({ length: 5 }, (_, i) => RESERVED + i), 'reserved')}`)
+  await runSql(app, "INSERT INTO users (subject_id, name, email, role) SELECT 'sql-author-' || i, 'Author ' || i, NULL, 'User' FROM generate_series(0, 4) i")
+  const [reservedAuthor = 0, ...authors] = (await rawRows<{ id: number }>(app, "SELECT id::float8 AS id FROM users WHERE subject_id LIKE 'sql-author-%' ORDER BY subject_id")).map((r) => Number(r.id))
+  const w: World = { t, rng, instances, authors, reservedAuthor, commits: 0, aborted: 0, writing: false, writersLeft: SQL_WRITERS + API_WRITERS, stopped: false, clients: [], pollAnswers: 0, agent, phase: 'initial copies', running: new Set() }
+  // Never cleared, only unreferenced: a run that finished exits before it fires, and one stuck in
+  // its teardown (closing the instances) is reported too.
+  setTimeout(() => { reportStuck(w, databaseUrl).catch((err: unknown) => { console.error(`stuck report failed: ${String(err)}`) }) }, STUCK_MS).unref()
+  await runSql(app, `INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(rng, Array.from({ length: 40 }, (_, i) => 100_000 + i * 7), 'preload', authors)}`)
+  await runSql(app, `INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(rng, Array.from({ length: 5 }, (_, i) => RESERVED + i), 'reserved', [reservedAuthor])}`)
 
   const writers: Writer[] = Array.from({ length: SQL_WRITERS }, () => onPostgres ? postgresWriter(databaseUrl) : pgliteWriter(app))
   t.teardown(async () => { await Promise.all(writers.map((writer) => writer.close())) })
+  // Teardowns run last first: this one as the test's own work ends.
+  t.teardown(() => { w.phase = 'closing the writers, the clients\' connections and the instances' })
 
   // Clients first; the writers start once every client has its initial copy.
   const following: Array<Promise<void>> = []
@@ -365,31 +411,38 @@ t.test(`live clients hold exactly the table, whoever writes and however they com
     await until(() => w.clients.every((c) => c.copy.answers > 0), 'initial copy in every client')
 
     w.writing = true
-    const regular = async (writing: Promise<void>): Promise<void> => {
+    w.phase = 'writing'
+    const named = async (name: string, writing: Promise<void>, regularWriter = true): Promise<void> => {
+      w.running.add(name)
       try {
         await writing
       } finally {
-        w.writersLeft--
+        w.running.delete(name)
+        if (regularWriter) w.writersLeft--
       }
     }
     const work: Array<Promise<void>> = [
-      ...writers.map((writer, k) => regular(sqlWriter(w, k + 1, new Rng(rng.int(0, 2 ** 30)), writer))),
-      ...Array.from({ length: API_WRITERS }, (_, k) => regular(apiWriter(w, k + 1, new Rng(rng.int(0, 2 ** 30)))))
+      ...writers.map((writer, k) => named(`sql-${k + 1}`, sqlWriter(w, k + 1, new Rng(rng.int(0, 2 ** 30)), writer))),
+      ...Array.from({ length: API_WRITERS }, (_, k) => named(`api-${k + 1}`, apiWriter(w, k + 1, new Rng(rng.int(0, 2 ** 30)))))
     ]
-    if (onPostgres) work.push(longTransaction(w, databaseUrl, new Rng(rng.int(0, 2 ** 30))))
+    if (onPostgres) work.push(named('long-transaction', longTransaction(w, databaseUrl, new Rng(rng.int(0, 2 ** 30))), false))
     const settled = await Promise.allSettled(work)
     w.writing = false
     const rejected = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected')
     if (rejected !== undefined) throw rejected.reason
 
     // Every write transaction has ended; the last row follows them all.
+    w.phase = 'quiescing'
     await quiesce(app)
-    await runSql(app, `INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(w, rng, [SENTINEL], 'last')}`)
+    await runSql(app, `INSERT INTO ${COLUMNS} OVERRIDING SYSTEM VALUE VALUES ${rowValues(rng, [SENTINEL], 'last', authors)}`)
+    w.phase = 'waiting for the last row in every client'
     await until(() => w.clients.every((c) => c.done), 'answer with the last row and then hasMore: false in every client')
   } finally {
+    w.phase = 'stopping the clients'
     w.stopped = true
     await Promise.allSettled(following)
   }
+  w.phase = 'comparing'
 
   const table = await messagesAsServed(app)
   for (const client of w.clients) {
