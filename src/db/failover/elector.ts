@@ -4,7 +4,7 @@ import { PrimaryUnavailableError } from '../../errors.js'
 import { primaryWait } from '../statement-spans.js'
 import type { History } from './history.js'
 import { parseHosts, type Host } from './hosts.js'
-import { ServerProbe, type ServerState } from './probe.js'
+import { ServerProbe, within, type ServerState } from './probe.js'
 
 // Following a failover (CONTRACT 14). What postgres.js 3.4.9 does alone with several hosts and
 // target_session_attrs=read-write (test/db/failover/postgres-driver-failover.test.ts): each new connection tries
@@ -63,23 +63,21 @@ function refused (): Socket {
   return socket as unknown as Socket
 }
 
-/** A TCP connection to the host once it is established; undefined when refused or not within timeoutMs. */
+/**
+ * A TCP connection to the host once it is established; undefined when refused or not within
+ * timeoutMs of time in which the event loop turned (`within`: a stalled loop proves no host dead).
+ */
 async function open (host: Host, timeoutMs: number): Promise<Socket | undefined> {
   const socket = connect(host.port, host.host)
-  return await new Promise((resolve) => {
-    const timer = setTimeout(() => { fail() }, timeoutMs)
-    const done = (result: Socket | undefined) => {
-      clearTimeout(timer)
-      socket.off('connect', succeed).off('error', fail)
-      resolve(result)
-    }
-    const succeed = () => { done(socket) }
-    const fail = () => {
-      socket.destroy()
-      done(undefined)
-    }
-    socket.once('connect', succeed).once('error', fail)
-  })
+  let settle = (_result: Socket | undefined): void => {}
+  const succeed = (): void => { settle(socket) }
+  const fail = (): void => { settle(undefined) }
+  const connected = new Promise<Socket | undefined>((resolve) => { settle = resolve })
+  socket.once('connect', succeed).once('error', fail)
+  const result = await within(connected, timeoutMs).catch(() => undefined)
+  socket.off('connect', succeed).off('error', fail)
+  if (result === undefined) socket.destroy()
+  return result
 }
 
 export class PrimaryElector implements HistorySource {

@@ -21,16 +21,31 @@ const probeText = new PgDialect().sqlToQuery(sql`SELECT pg_is_in_recovery() AS s
 /** The name of a timeline's history file in pg_wal: its number as eight hex digits. */
 const historyFile = (timeline: number): string => `pg_wal/${timeline.toString(16).toUpperCase().padStart(8, '0')}.history`
 
+/** How often `within` looks at the clock. */
+const WITHIN_STEP_MS = 100
+
 /**
- * `promise`, or a timeout after `ms`. The timeout is decided after the loop's next look at its sockets
- * (setImmediate runs after the poll phase): when the event loop was blocked past `ms`, timers run before
- * I/O, and an answer that arrived meanwhile would otherwise lose to them, a primary taken for lost.
+ * `promise`, or a timeout after `ms` of time in which the event loop turned. A loop blocked for
+ * seconds (a long synchronous task, a pause) cannot tell a live server from a dead one: the question
+ * may not even be written yet (postgres.js writes from a setImmediate), and an answer that arrived
+ * meanwhile waits behind the loop's timers. So a look at the clock that comes late counts as two
+ * steps at most, and the timeout is decided after the loop's next look at its sockets (setImmediate
+ * runs after the poll phase).
  */
 export async function within<T> (promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   try {
     return await Promise.race([promise, new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => { setImmediate(() => { reject(new Error('probe timed out')) }) }, ms)
+      let waited = 0
+      let last = performance.now()
+      const look = (): void => {
+        const now = performance.now()
+        waited += Math.min(now - last, 2 * WITHIN_STEP_MS)
+        last = now
+        if (waited >= ms) setImmediate(() => { reject(new Error('probe timed out')) })
+        else timer = setTimeout(look, Math.min(WITHIN_STEP_MS, ms - waited))
+      }
+      timer = setTimeout(look, Math.min(WITHIN_STEP_MS, ms))
     })])
   } finally {
     clearTimeout(timer)
