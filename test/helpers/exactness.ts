@@ -44,10 +44,18 @@ export function seedFromEnv (): number {
   return given !== undefined && given !== '' ? Number(given) : Math.floor(Math.random() * 2 ** 31)
 }
 
+/** The error lines each app built by buildWithUrl logged. */
+const serverErrors = new WeakMap<App, string[]>()
+
 /** A fresh app with the test stub on a fresh database, plus that database's URL (for a COPY client). */
 export async function buildWithUrl (t: Test, config: Partial<AppConfig> = {}): Promise<{ app: App, url: string }> {
   const database = await freshDatabase()
-  const app = await buildApp(testConfig({ ...config, databaseUrl: database.dataDir === undefined ? database.url : undefined }), { logger: false, testAuth: true, dataDir: database.dataDir })
+  const logged: string[] = []
+  // Only what the server logs as an error, kept to explain an answer that is not 200 (its cause: the
+  // driver's error, say), which the answer's body rightly leaves out.
+  const logger = { level: 'error', stream: { write (line: string) { logged.push(line.slice(0, 4000)) } } }
+  const app = await buildApp(testConfig({ ...config, databaseUrl: database.dataDir === undefined ? database.url : undefined }), { logger, testAuth: true, dataDir: database.dataDir })
+  serverErrors.set(app, logged)
   t.teardown(async () => {
     await app.close()
     await database.drop()
@@ -83,7 +91,7 @@ export interface Combination {
   desc: boolean
 }
 
-export interface Mismatch { url: string, problem: string, expected?: unknown, got?: unknown }
+export interface Mismatch { url: string, problem: string, expected?: unknown, got?: unknown, logged?: string[] }
 
 export const LIMITS = [1, 7, 25, 100] as const
 /** How many of LIMITS a combination is asked at by default: 1, and 2 at TEST_PROPERTY_SCALE=3. */
@@ -129,7 +137,7 @@ export async function checkCombination (app: App, rng: Rng, c: Combination, opti
       requests++
       const res = await app.inject({ method: 'GET', url, headers: options.headers })
       if (res.statusCode !== 200) {
-        mismatches.push({ url, problem: `status ${res.statusCode}`, got: res.body })
+        mismatches.push({ url, problem: `status ${res.statusCode}`, got: res.body, logged: serverErrors.get(app)?.slice(-3) })
         continue
       }
       const body = res.json() as { data: Array<{ id: number }>, pagination: unknown }
