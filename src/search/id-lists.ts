@@ -15,18 +15,26 @@ import type { MessageSort } from '../schemas/messages.js'
  */
 export type IdListRow = { version: number, ids: string | null, keys: string | null }
 
-const KEYS: Record<MessageSort, string | null> = {
+/** The column a sort orders by, beside the id (none for id). */
+const SORT_COLUMNS: Record<MessageSort, string | null> = {
   id: null,
-  createdAt: '(extract(epoch FROM s.created_at) * 1000000)::bigint',
+  createdAt: 's.created_at',
   priority: 's.priority',
   subject: 's.subject'
+}
+
+/** What a sort's lists are keyed by: its column, times as whole microseconds. */
+function keyOf (sort: MessageSort): string | null {
+  const column = SORT_COLUMNS[sort]
+  return sort === 'createdAt' ? `(extract(epoch FROM ${column}) * 1000000)::bigint` : column
 }
 
 const grouped = (sort: MessageSort): boolean => sort === 'priority' || sort === 'subject'
 
 /** The columns `matching` (matchingRowsSql) must return for a sort: the id, and the sort's own column. */
 export function matchColumns (sort: MessageSort): SQL {
-  return sql.raw(sort === 'id' ? 's.id' : `s.id, ${{ createdAt: 's.created_at', priority: 's.priority', subject: 's.subject' }[sort]}`)
+  const column = SORT_COLUMNS[sort]
+  return sql.raw(column === null ? 's.id' : `s.id, ${column}`)
 }
 
 /**
@@ -38,9 +46,10 @@ export function matchColumns (sort: MessageSort): SQL {
 export function idListsSql (sort: MessageSort, order: 'asc' | 'desc', matching: SQL, version: SQL): SQL {
   const list = (value: string) => sql.raw(`array_to_string(search_id_list(${value}), ',')`)
   const ids = list('s.id')
+  const key = keyOf(sort)
   const inner = grouped(sort)
-    ? sql`SELECT ${sql.raw(KEYS[sort]!)} AS key, ${ids} AS ids, NULL::text AS keys FROM (${matching}) s GROUP BY 1`
-    : sql`SELECT NULL AS key, ${ids} AS ids, ${KEYS[sort] === null ? sql`NULL::text` : list(KEYS[sort]!)} AS keys FROM (${matching}) s`
+    ? sql`SELECT ${sql.raw(key!)} AS key, ${ids} AS ids, NULL::text AS keys FROM (${matching}) s GROUP BY 1`
+    : sql`SELECT NULL AS key, ${ids} AS ids, ${key === null ? sql`NULL::text` : list(key)} AS keys FROM (${matching}) s`
   // A single row is left unsorted: sorting it would copy its lists.
   const by = grouped(sort) ? sql.raw(` ORDER BY g.key ${order === 'desc' ? 'DESC' : 'ASC'}`) : sql``
   return sql`SELECT v.version, g.ids, g.keys FROM (SELECT ${version}::float8 AS version) v
