@@ -88,6 +88,8 @@ export class PrimaryElector implements HistorySource {
   // Sockets opened for the pool, with the election they were opened under.
   readonly #sockets = new Map<Socket, number>()
   #elected: Elected | undefined
+  // The primary whose connections are open: the last one followed.
+  #followed: Elected | undefined
   #history: History | undefined
   #generation = 0
   // When the last election's probes began.
@@ -192,11 +194,19 @@ export class PrimaryElector implements HistorySource {
       this.#elected = undefined
       return undefined
     }
-    const previous = this.#elected
-    const moved = previous === undefined || previous.index !== chosen.index || previous.state.timeline !== chosen.state.timeline ||
-      previous.state.system !== chosen.state.system
+    // Compared with the primary followed last, not the last election's result (none while lost): the
+    // same server on the same timeline, answering again after a while, keeps its connections, and the
+    // queries running on them (a probe that timed out proves no connection dead; a crash has closed them).
+    const followed = this.#followed
+    const moved = followed === undefined || followed.index !== chosen.index || followed.state.timeline !== chosen.state.timeline ||
+      followed.state.system !== chosen.state.system
     this.#elected = chosen
-    if (moved || this.#lost) await this.#follow(chosen, previous)
+    if (moved) {
+      await this.#follow(chosen, followed)
+    } else if (this.#lost) {
+      const host = this.#hosts[chosen.index]
+      this.#options.log.warn({ host: host?.host, port: host?.port, timeline: chosen.state.timeline }, 'the database primary answers again')
+    }
     this.#lost = false
     return chosen
   }
@@ -210,7 +220,7 @@ export class PrimaryElector implements HistorySource {
     for (const [index, state] of states.entries()) {
       if (state === undefined || state.standby || state.timeline < this.#latestTimeline) continue
       if (this.#history !== undefined && state.system !== this.#history.system) continue
-      if (best === undefined || state.timeline > best.state.timeline || (state.timeline === best.state.timeline && index === this.#elected?.index)) best = { index, state }
+      if (best === undefined || state.timeline > best.state.timeline || (state.timeline === best.state.timeline && index === this.#followed?.index)) best = { index, state }
     }
     return best
   }
@@ -219,6 +229,7 @@ export class PrimaryElector implements HistorySource {
   async #follow (chosen: Elected, previous: Elected | undefined): Promise<void> {
     // Counted before any wait: a connection opened to the new primary meanwhile belongs to it.
     const generation = ++this.#generation
+    this.#followed = chosen
     const host = this.#hosts[chosen.index]
     const known = this.#history
     const changed = known === undefined || known.system !== chosen.state.system || known.timeline !== chosen.state.timeline

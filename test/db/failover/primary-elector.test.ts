@@ -6,6 +6,8 @@ import { PrimaryElector } from '../../../src/db/failover/elector.js'
 import { within } from '../../../src/db/failover/probe.js'
 import { PRIMARY_UNAVAILABLE_CODE } from '../../../src/errors.js'
 import { startFailoverCluster } from '../../../scripts/postgres/failover-cluster.js'
+import { postgresDatabase } from '../../helpers/database.js'
+import { SlowLink } from '../../helpers/slow-link.js'
 
 // The elector opens the primary pool's connections (src/db/failover/elector.ts). postgres.js 3.4.9
 // defers a connection's startup message to a setImmediate, and a socket that closes before that
@@ -113,4 +115,30 @@ t.test('a server that never answers still times out after the given time', async
   const started = performance.now()
   await t.rejects(within(new Promise<string>((resolve) => client.once('data', (data) => { resolve(data.toString()) })), 300), { message: 'probe timed out' })
   t.ok(performance.now() - started >= 300, 'not before the time given')
+})
+
+t.test('a primary that answers nothing for a while, then answers again unchanged, keeps its connections', async (t) => {
+  // Every byte from the server passes through a proxy that can stop passing them on: the probe's
+  // answers and the pool's alike, as in a network stall. The server itself never stops.
+  const server = new URL(await postgresDatabase(t))
+  const link = await SlowLink.open(t, `http://${server.hostname}:${server.port}`, Infinity)
+  const url = new URL(server)
+  url.host = new URL(link.url).host
+  const logged: string[] = []
+  const log = { warn: (_fields: object, msg: string) => { logged.push(`warn: ${msg}`) }, error: (_fields: object, msg: string) => { logged.push(`error: ${msg}`) } }
+  // Elections by hand only, so the test does not depend on the periodic probe's timing.
+  const elector = new PrimaryElector(url.toString(), { probeEveryMs: 3_600_000, connectTimeoutMs: 3_000, log })
+  await elector.start()
+  t.teardown(() => elector.close())
+  const sql = postgres(url.toString(), { max: 1, onnotice: () => {}, socket: elector.socket } as postgres.Options<Record<string, postgres.PostgresType>>)
+  t.teardown(() => sql.end({ timeout: 0 }))
+  const [before] = await sql<Array<{ pid: number }>>`select pg_backend_pid() as pid`
+
+  link.stop()
+  t.equal(await elector.elect(), undefined, 'no answer within the probe\'s time: no writable primary')
+  link.resume()
+  t.ok(await elector.elect(), 'the same primary once it answers again')
+  const [after] = await sql<Array<{ pid: number }>>`select pg_backend_pid() as pid`
+  t.equal(after?.pid, before?.pid, 'the connection opened before the stall still serves the pool')
+  t.same(logged, ['error: no writable database primary: writes answer 503 until one is promoted', 'warn: the database primary answers again'])
 })
