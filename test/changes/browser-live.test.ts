@@ -96,7 +96,9 @@ t.test('a keep-alive moves Chromium\'s last event id: a reconnecting EventSource
   const ids = keepAliveIds()
   const sent = /^last-event-id: (.*)$/im.exec(link.connections[1]!.request)?.[1]?.trim()
   t.not(ids.at(-1), copy?.lastEventId, 'a keep-alive\'s id is a new token for the position')
-  t.equal(sent, ids.at(-1), 'Chromium reconnects with the last keep-alive\'s id as Last-Event-ID')
+  // The last one passed on may still be in Chromium's buffers when it sees the end (on a loaded
+  // machine it was, once): any keep-alive's id is the stream's position, which is what is checked.
+  t.ok(sent !== undefined && ids.includes(sent), `Chromium reconnects with a keep-alive's id as Last-Event-ID (${String(sent)})`)
 
   const res = await app.inject({ method: 'POST', url: '/v2/messages', headers: { 'x-test-user': JSON.stringify({ sub: 'alice', role: 'User' }) }, payload: { content: 'after the reconnection' } })
   t.equal(res.statusCode, 201)
