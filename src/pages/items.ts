@@ -36,6 +36,7 @@ export function strip<Row extends object> (rows: Array<Row & PageRow>): { rows: 
     delete row.cursor_key
     delete row.other
     delete row.version
+    delete row.complete
   }
   return { rows, keys }
 }

@@ -7,6 +7,7 @@ import { AnchorReader } from './anchors/reader.js'
 import { beside } from './cursor.js'
 import { readVia } from './deep-page-reads.js'
 import { filterParams, presentFilters, rankedDim } from './filters.js'
+import { groupedSql } from './grouped.js'
 import { strip, totalSql } from './items.js'
 import { validKey } from './keys.js'
 import { locatedSql } from './locate.js'
@@ -16,7 +17,7 @@ import { reachFor } from './reach.js'
 import type { Cursor } from './cursor.js'
 import type { PageRequest, PageResult } from './request.js'
 import { seekSql } from './seek.js'
-import type { CollectionSpec, Companion, FilterValues, PageRow } from './spec.js'
+import type { CollectionSpec, Companion, FilterValues, GroupRank, PageRow } from './spec.js'
 import { StatementSet } from './statements.js'
 
 // One implementation of reading a page of any collection, exact at any depth whoever writes
@@ -35,6 +36,9 @@ import { StatementSet } from './statements.js'
 //      exactly the created rows the skip assumed (./anchors/).
 // The reader below only chooses among them.
 
+/** How long a handle whose grouped sort has too many distinct keys reads its deep pages another way. */
+const MANY_GROUPS_MS = 60_000
+
 export interface CollectionReaderOptions {
   /** Rows each statement reading anchors walks: a multiple of STRIDE (default: see ./anchors/reader.ts). */
   anchorChunk?: number
@@ -45,6 +49,8 @@ export interface CollectionReaderOptions {
 export function createCollectionReader<S extends string, F extends string, Row extends object> (spec: CollectionSpec<S, F>, options: CollectionReaderOptions = {}) {
   const pages = new StatementSet<Row & PageRow>(spec.table)
   const anchors = options.anchors === false ? undefined : new AnchorReader<S, F, Row>(spec, pages, options.anchorChunk)
+  // Handles whose grouped sorts have too many distinct keys to walk (./grouped.ts), until when.
+  const manyGroupsUntil = new WeakMap<Database, number>()
 
   /** A page by cursor: up to `limit` rows beyond it, whether any lie the other way, and the total (or `companion`). */
   async function seek (db: Database, cursor: Cursor, page: PageRequest<S>, present: F[], params: Record<string, unknown>, companion?: Companion): Promise<PageResult<Row>> {
@@ -78,14 +84,37 @@ export function createCollectionReader<S extends string, F extends string, Row e
     return { ...strip(rows[0]?.ord == null ? [] : rows), total }
   }
 
-  /** A page at NEAR_START or deeper: from anchors, else located by rank, else walked from the nearer end. */
+  /**
+   * A deep page located group by group (./grouped.ts); undefined when the column has too many distinct
+   * keys for that, which is then not tried again on this handle for MANY_GROUPS_MS.
+   */
+  async function grouped (db: Database, page: PageRequest<S>, group: GroupRank, params: Record<string, unknown>): Promise<PageResult<Row> | undefined> {
+    const run = pages.get(`grouped:${page.sort}:${page.order}`, () => groupedSql(spec, page.sort, group, page.order))
+    const rows = await run(db, params)
+    if (rows[0]?.complete === false) {
+      manyGroupsUntil.set(db, performance.now() + MANY_GROUPS_MS)
+      return undefined
+    }
+    readVia(spec.table, 'rank')
+    // Read before strip(), which removes it from the rows.
+    const total = rows[0]?.total ?? 0
+    return { ...strip(rows[0]?.ord == null ? [] : rows), total }
+  }
+
+  /** A page at NEAR_START or deeper: from anchors, else located by rank or by group, else walked from the nearer end. */
   async function deep (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>): Promise<PageResult<Row>> {
     const shape = present.join(',')
     const dim = rankedDim(spec, page.sort, present)
-    const fromAnchor = await anchors?.page(db, page, present, params, dim === undefined)
+    const group = dim === undefined && present.length === 0 && (manyGroupsUntil.get(db) ?? 0) <= performance.now() ? spec.groupRanked?.[page.sort] : undefined
+    // A page its anchors do not reach yet waits for them only when nothing else can locate it.
+    const fromAnchor = await anchors?.page(db, page, present, params, dim === undefined, dim === undefined && group === undefined)
     if (fromAnchor !== undefined) return fromAnchor
-    readVia(spec.table, dim === undefined ? 'offset' : 'rank')
     const at = { ...params, offset: page.offset, limit: page.limit }
+    if (group !== undefined) {
+      const found = await grouped(db, page, group, at)
+      if (found !== undefined) return found
+    }
+    readVia(spec.table, dim === undefined ? 'offset' : 'rank')
     if (dim !== undefined) {
       const reach = reachFor(page.limit, MAX_LIMIT)
       return await numbered(db, `located:${page.sort}:${page.order}:${reach}:${shape}`, () => locatedSql(spec, page.sort, dim, page.order, present, reach), at)

@@ -42,6 +42,8 @@ export interface CollectionSpec<S extends string, F extends string> {
   filters: Record<F, FilterSpec>
   /** Sorts located through the order-statistic index, and the filter whose values rank too. */
   ranked: { dims: Partial<Record<S, RankedDim>>, filter?: F }
+  /** Sorts whose unfiltered deep pages are located group by group (./grouped.ts), with their groups' counter keys. */
+  groupRanked?: Partial<Record<S, GroupRank>>
   /**
    * The table's change log, when it has one: anchors then follow the rows created since they were
    * read (src/pages/anchors/) instead of being retired by the first write.
@@ -50,6 +52,12 @@ export interface CollectionSpec<S extends string, F extends string> {
 }
 
 export type FilterValues<F extends string> = Partial<Record<F, string | number>>
+
+/**
+ * The counter key of each group of a sort (drizzle/0017): `key` is an SQL expression of the group's
+ * value, written `$v`, as the triggers compute it; `noneKey` is the key of the rows without a value.
+ */
+export interface GroupRank { key: string, noneKey: string }
 
 const hashKey = (name: string) => (value: string | number) => `${name}=${createHash('md5').update(String(value)).digest('hex')}`
 const plainKey = (name: string) => (value: string | number) => `${name}=${value}`
@@ -64,4 +72,4 @@ export const isoTimestamp = (column: string): string => `to_char(${column} AT TI
 export interface Companion { name: string, sql: SQL }
 
 /** The values a page statement reads beside its items, removed from the rows before they are answered. */
-export interface PageRow { total?: number, ord?: number, cursor_key?: string | null, other?: boolean, version?: number }
+export interface PageRow { total?: number, ord?: number, cursor_key?: string | null, other?: boolean, version?: number, complete?: boolean }

@@ -18,81 +18,92 @@ t.comment(`exactness seed ${seed} (replay with EXACTNESS_SEED=${seed})`)
 const count = async (w: Awaited<ReturnType<typeof world>>): Promise<number> =>
   Number((await rawRows<{ n: number }>(w.app, 'SELECT count(*)::int AS n FROM messages'))[0]!.n)
 
-t.test('deep pages by subject read during writes are each the page of one snapshot', async (t) => {
-  const w = await world(t, seed)
-  await insertMessagesBySql(w, 3000)
-  const before = await count(w)
-  const expected = (await rawRows<{ id: number }>(w.app, 'SELECT id::int AS id FROM messages ORDER BY subject, id')).map((row) => Number(row.id))
-  // Without anchors, every deep page walks OFFSET (anchors follow these writes: test/pages/anchors-follow.test.ts).
-  const reader = createCollectionReader(MESSAGE_COLLECTION, { anchors: false })
-  const vias: DeepPageRead[] = []
-  const listener = (message: unknown): void => { vias.push(message as DeepPageRead) }
-  deepPageReads.subscribe(listener)
-  t.teardown(() => { deepPageReads.unsubscribe(listener) })
+// Without anchors (they follow these writes: test/pages/anchors-follow.test.ts), every deep page by
+// subject is located group by group (src/pages/grouped.ts); with no groups to locate it in, it walks OFFSET.
+const { groupRanked: _located, ...unlocated } = MESSAGE_COLLECTION
+const READERS = {
+  rank: createCollectionReader(MESSAGE_COLLECTION, { anchors: false }),
+  offset: createCollectionReader(unlocated, { anchors: false })
+}
 
-  // The writer keeps pace with the reads, whatever the speed of either: at most one row for each page
-  // begun, and one ahead, so that it neither finishes first nor floods the table.
-  const state = { writing: true, written: 0, pages: 0 }
-  const writer = (async () => {
-    while (state.writing) {
-      if (state.written > state.pages) {
-        await sleep(1)
-        continue
-      }
-      await run(w.app, `INSERT INTO messages (id, content, subject, priority, author_id) OVERRIDING SYSTEM VALUE
+for (const via of ['rank', 'offset'] as const) {
+  t.test(`deep pages by subject read during writes are each the page of one snapshot (${via === 'rank' ? 'located by group' : 'walked'})`, async (t) => {
+    const w = await world(t, seed)
+    await insertMessagesBySql(w, 3000)
+    const before = await count(w)
+    const expected = (await rawRows<{ id: number }>(w.app, 'SELECT id::int AS id FROM messages ORDER BY subject, id')).map((row) => Number(row.id))
+    const reader = READERS[via]
+    const vias: DeepPageRead[] = []
+    const listener = (message: unknown): void => { vias.push(message as DeepPageRead) }
+    deepPageReads.subscribe(listener)
+    t.teardown(() => { deepPageReads.unsubscribe(listener) })
+
+    // The writer keeps pace with the reads, whatever the speed of either: at most one row for each page
+    // begun, and one ahead, so that it neither finishes first nor floods the table.
+    const state = { writing: true, written: 0, pages: 0 }
+    const writer = (async () => {
+      while (state.writing) {
+        if (state.written > state.pages) {
+          await sleep(1)
+          continue
+        }
+        await run(w.app, `INSERT INTO messages (id, content, subject, priority, author_id) OVERRIDING SYSTEM VALUE
         SELECT max(id) + 1, 'written meanwhile', NULL, 'normal', (SELECT min(id) FROM users) FROM messages`)
-      state.written++
+        state.written++
+      }
+    })().finally(() => { state.writing = false })
+    /** Waits until a row has been written since `seen` rows were. */
+    const writtenSince = async (seen: number): Promise<void> => {
+      while (state.written <= seen) {
+        if (!state.writing) throw new Error(`the writer stopped after ${state.written} rows`)
+        await sleep(1)
+      }
     }
-  })().finally(() => { state.writing = false })
-  /** Waits until a row has been written since `seen` rows were. */
-  const writtenSince = async (seen: number): Promise<void> => {
-    while (state.written <= seen) {
-      if (!state.writing) throw new Error(`the writer stopped after ${state.written} rows`)
-      await sleep(1)
-    }
-  }
 
-  const wrong: string[] = []
-  const totals: number[] = []
-  // Walks run at most HEAVY_READS at a time (src/db/heavy-reads.ts); the rest wait for a slot.
-  const most = { running: 0, waiting: 0 }
-  const sampler = setInterval(() => {
-    const { running, waiting } = heavyReadCounts()
-    most.running = Math.max(most.running, running)
-    most.waiting = Math.max(most.waiting, waiting)
-  }, 1)
-  const readAt = async (i: number): Promise<void> => {
-    state.pages++
-    const limit = 10 + (i % 21)
-    // Alternately near the end (walked from the end of the index) and nearer the start.
-    const offset = i % 2 === 0 ? before - limit - ((i * 37) % 600) : 1000 + ((i * 53) % 700)
-    const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'asc', cursor: null, filters: '', collection: 'messages' })
-    const ids = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
-    const want = expected.slice(offset, offset + limit)
-    totals.push(page.total)
-    if (ids.join() !== want.join()) wrong.push(`offset ${offset}, limit ${limit}: ids ${ids.slice(0, 3).join()}… where ${want.slice(0, 3).join()}… (total ${page.total})`)
-  }
-  try {
-    // One page at a time, each between writes, then rounds of more pages at once than may walk at once.
-    const together = HEAVY_READS + 4
-    for (let i = 0; i < 40; i++) {
-      const seen = state.written
-      await readAt(i)
-      await writtenSince(seen)
+    const wrong: string[] = []
+    const totals: number[] = []
+    // Walks run at most HEAVY_READS at a time (src/db/heavy-reads.ts); the rest wait for a slot.
+    const most = { running: 0, waiting: 0 }
+    const sampler = setInterval(() => {
+      const { running, waiting } = heavyReadCounts()
+      most.running = Math.max(most.running, running)
+      most.waiting = Math.max(most.waiting, waiting)
+    }, 1)
+    const readAt = async (i: number): Promise<void> => {
+      state.pages++
+      const limit = 10 + (i % 21)
+      // Alternately near the end (walked from the end of the index) and nearer the start.
+      const offset = i % 2 === 0 ? before - limit - ((i * 37) % 600) : 1000 + ((i * 53) % 700)
+      const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'asc', cursor: null, filters: '', collection: 'messages' })
+      const ids = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
+      const want = expected.slice(offset, offset + limit)
+      totals.push(page.total)
+      if (ids.join() !== want.join()) wrong.push(`offset ${offset}, limit ${limit}: ids ${ids.slice(0, 3).join()}… where ${want.slice(0, 3).join()}… (total ${page.total})`)
     }
-    for (let round = 0; round < 4; round++) await Promise.all(Array.from({ length: together }, async (_, n) => { await readAt(40 + round * together + n) }))
-  } finally {
-    clearInterval(sampler)
-    state.writing = false
-    await writer
-  }
-  const after = await count(w)
-  t.ok(state.written > 10, `${state.written} rows written during the reads`)
-  t.strictSame(wrong.slice(0, 5), [], 'every page is the same page of the rows that were there')
-  t.strictSame(totals.filter((total) => total < before || total > after), [], `every total is a count the table had: ${before} to ${after}`)
-  t.ok(totals.some((total) => total > before), 'and the totals saw the writes')
-  const walked = vias.filter((read) => read.via === 'offset').length
-  t.equal(walked, vias.length, `all ${vias.length} pages walked OFFSET rows`)
-  t.ok(most.running >= 1 && most.running <= HEAVY_READS, `at most ${HEAVY_READS} walks at once (${most.running} seen)`)
-  t.ok(most.waiting > 0, `the others waited for a slot (${most.waiting} at most)`)
-})
+    try {
+    // One page at a time, each between writes, then rounds of more pages at once than may walk at once.
+      const together = HEAVY_READS + 4
+      for (let i = 0; i < 40; i++) {
+        const seen = state.written
+        await readAt(i)
+        await writtenSince(seen)
+      }
+      for (let round = 0; round < 4; round++) await Promise.all(Array.from({ length: together }, async (_, n) => { await readAt(40 + round * together + n) }))
+    } finally {
+      clearInterval(sampler)
+      state.writing = false
+      await writer
+    }
+    const after = await count(w)
+    t.ok(state.written > 10, `${state.written} rows written during the reads`)
+    t.strictSame(wrong.slice(0, 5), [], 'every page is the same page of the rows that were there')
+    t.strictSame(totals.filter((total) => total < before || total > after), [], `every total is a count the table had: ${before} to ${after}`)
+    t.ok(totals.some((total) => total > before), 'and the totals saw the writes')
+    const same = vias.filter((read) => read.via === via).length
+    t.equal(same, vias.length, `all ${vias.length} pages read via ${via}`)
+    if (via === 'offset') {
+      t.ok(most.running >= 1 && most.running <= HEAVY_READS, `at most ${HEAVY_READS} walks at once (${most.running} seen)`)
+      t.ok(most.waiting > 0, `the others waited for a slot (${most.waiting} at most)`)
+    }
+  })
+}

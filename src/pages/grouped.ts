@@ -1,0 +1,63 @@
+import { sql, type SQL } from 'drizzle-orm'
+import { countedTotalSql } from '../db/counters.js'
+import { countedTotalColumn, itemsSql } from './items.js'
+import { locateSql } from './locate.js'
+import type { SortOrder } from './cursor.js'
+import { placeholder, type CollectionSpec, type GroupRank } from './spec.js'
+
+// Unfiltered deep pages of a sort with few distinct keys (a subject), located group by group: the
+// distinct keys are walked through the (key, id) index in the page's order, one index probe each; the
+// groups' totals, from their counters, tell which group holds the offset; inside a group the order is
+// by id ascending (CONTRACT 7's tie-break), located in that group's id buckets (./locate.ts). The page
+// may run on into the next groups, read from their first ids. One statement, one snapshot: the keys,
+// the counts and the rows agree, so the page is exact under any writer.
+
+/** The most distinct keys walked: past it, the statement says so and the page is read another way. */
+export const MAX_GROUPS = 256
+
+/** Below every id. */
+const FIRST_ID = '-9223372036854775807'
+
+/**
+ * A deep page of `sort` (unfiltered), located group by group. Its first row carries `complete`: false
+ * when the column has more than MAX_GROUPS distinct keys, and then no page row.
+ */
+export function groupedSql<S extends string, F extends string> (spec: CollectionSpec<S, F>, sort: S, group: GroupRank, order: SortOrder): SQL {
+  const desc = order === 'desc'
+  const dir = sql.raw(desc ? 'DESC' : 'ASC')
+  const column = sql.raw(spec.sorts[sort])
+  const table = sql.raw(spec.table)
+  const step = sql.raw(desc ? '<' : '>')
+  const keyOf = (value: string): SQL => sql.raw(`coalesce(${group.key.replaceAll('$v', value)}, '${group.noneKey}')`)
+  // NULL keys sort last ascending and first descending (PostgreSQL's default, as ./order.ts leaves it).
+  const nonePosition = sql.raw(desc ? '0' : String(MAX_GROUPS + 2))
+  const offset = sql`${placeholder('offset')}::bigint`
+  const limit = sql`${placeholder('limit')}::bigint`
+  const rowsOf = (match: SQL): SQL => sql`(SELECT m.id FROM ${table} m WHERE ${match}
+        AND m.id >= CASE WHEN g.pos = (SELECT pos FROM target) THEN (SELECT bucket FROM loc) << 8 ELSE ${sql.raw(FIRST_ID)} END
+        ORDER BY m.id LIMIT ${limit} + (SELECT skip FROM loc))`
+  return sql`WITH RECURSIVE walked AS (
+      (SELECT ${column} AS v, 1 AS pos FROM ${table} m WHERE ${column} IS NOT NULL ORDER BY ${column} ${dir} LIMIT 1)
+      UNION ALL
+      SELECT (SELECT ${column} FROM ${table} m WHERE ${column} ${step} w.v ORDER BY ${column} ${dir} LIMIT 1), w.pos + 1
+      FROM walked w WHERE w.v IS NOT NULL AND w.pos <= ${sql.raw(String(MAX_GROUPS))}),
+    complete AS MATERIALIZED (SELECT count(*) <= ${sql.raw(String(MAX_GROUPS))} AS ok FROM walked WHERE v IS NOT NULL),
+    groups AS MATERIALIZED (
+      SELECT k.v, k.pos, ${countedTotalSql(spec.table, keyOf('k.v'))} AS n
+      FROM (SELECT v, pos FROM walked WHERE v IS NOT NULL UNION ALL SELECT NULL, ${nonePosition}) k
+      WHERE (SELECT ok FROM complete)),
+    placed AS MATERIALIZED (SELECT v, pos, n, (sum(n) OVER (ORDER BY pos) - n)::bigint AS before FROM groups WHERE n > 0),
+    target AS MATERIALIZED (
+      SELECT v, pos, (${offset} - before)::bigint AS rem FROM placed WHERE before + n > ${offset} ORDER BY pos LIMIT 1),
+    ${locateSql(spec.table, sql`(SELECT ${keyOf('v')} FROM target)`, 'id', sql`(SELECT rem FROM target)`, false)},
+    page AS MATERIALIZED (
+      SELECT x.id, row_number() OVER (ORDER BY x.pos, x.id) AS ord FROM (
+        SELECT g.pos, s.id FROM placed g CROSS JOIN LATERAL (
+          ${rowsOf(sql`g.v IS NOT NULL AND ${column} = g.v`)}
+          UNION ALL
+          ${rowsOf(sql`g.v IS NULL AND ${column} IS NULL`)}) s
+        WHERE g.pos >= (SELECT pos FROM target) AND g.before < ${offset} + ${limit}) x
+      ORDER BY x.pos, x.id OFFSET (SELECT skip FROM loc) LIMIT ${limit})
+    SELECT t.total, t.complete, r.* FROM (SELECT ${countedTotalColumn(spec)}, (SELECT ok FROM complete) AS complete) t
+    ${itemsSql(spec, sort, sql`true`)}`
+}

@@ -1,0 +1,114 @@
+import t, { type Test } from 'tap'
+import { STRIDE } from '../../src/pages/anchors/anchor-set.js'
+import { deepPageReads, type DeepPageRead } from '../../src/pages/deep-page-reads.js'
+import { MAX_GROUPS } from '../../src/pages/grouped.js'
+import { NEAR_START } from '../../src/pages/numbered.js'
+import { createCollectionReader } from '../../src/pages/reader.js'
+import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
+import { rawRows, run, seedFromEnv } from '../helpers/exactness.js'
+import { deleteBySql, insertMessagesBySql, updateBySql, world, type World } from '../helpers/exactness-messages.js'
+
+// Deep pages by subject located group by group (src/pages/grouped.ts, drizzle/0017), as a page is
+// answered before its anchors exist: compared with ORDER BY subject, id and count(*) after inserts,
+// updates that move rows between subjects and to and from NULL, deletes and cascades, in both orders,
+// at the edges of the groups and past the end; and a table with more subjects than are walked.
+
+const seed = seedFromEnv()
+t.comment(`exactness seed ${seed} (replay with EXACTNESS_SEED=${seed})`)
+
+const LIMITS = [1, 7, 25, 100]
+
+/** The page reads' ways, as the reader reports them. */
+function watchVias (t: Test): DeepPageRead[] {
+  const vias: DeepPageRead[] = []
+  const listener = (message: unknown): void => { vias.push(message as DeepPageRead) }
+  deepPageReads.subscribe(listener)
+  t.teardown(() => { deepPageReads.unsubscribe(listener) })
+  return vias
+}
+
+/** Every page at the edges of the groups (and a few more), in both orders, against the reference; the mismatches. */
+async function mismatches (w: World, reader: ReturnType<typeof createCollectionReader>): Promise<{ wrong: string[], pages: number }> {
+  const wrong: string[] = []
+  let pages = 0
+  for (const order of ['asc', 'desc'] as const) {
+    const rows = await rawRows<{ id: number, subject: string | null }>(w.app,
+      `SELECT id::int AS id, subject FROM messages ORDER BY subject ${order === 'desc' ? 'DESC' : ''}, id`)
+    const total = rows.length
+    const offsets = new Set<number>([total - 1, total, total + 3])
+    for (let i = 1; i < total; i++) {
+      if (rows[i]!.subject !== rows[i - 1]!.subject) for (const d of [-101, -25, -7, -1, 0, 1]) offsets.add(i + d)
+    }
+    for (let i = 0; i < 10; i++) offsets.add(w.rng.int(NEAR_START, total))
+    for (const offset of [...offsets].filter((o) => o >= NEAR_START)) {
+      const limit = w.rng.pick(LIMITS)
+      pages++
+      const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order, cursor: null, filters: '', collection: 'messages' })
+      const got = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
+      const want = rows.slice(offset, offset + limit).map((row) => row.id)
+      if (got.join() !== want.join() || page.total !== total) {
+        wrong.push(`${order} offset ${offset} limit ${limit}: ${got.slice(0, 4).join()}… total ${page.total}, where ${want.slice(0, 4).join()}… total ${total}`)
+      }
+      const keys = rows.slice(offset, offset + limit).map((row) => row.subject)
+      if (JSON.stringify(page.keys) !== JSON.stringify(keys)) wrong.push(`${order} offset ${offset} limit ${limit}: cursor keys differ`)
+    }
+  }
+  return { wrong, pages }
+}
+
+t.test('deep pages by subject, located group by group, are exact after every kind of write', async (t) => {
+  const w = await world(t, seed)
+  const reader = createCollectionReader(MESSAGE_COLLECTION, { anchors: false })
+  const vias = watchVias(t)
+  await insertMessagesBySql(w, 3000)
+  const steps: Array<[string, () => Promise<void>]> = [
+    ['after inserts', async () => {}],
+    ['after updates (subjects moved, to and from NULL)', async () => { await updateBySql(w) }],
+    ['after deletes and a cascade', async () => { await deleteBySql(w) }],
+    ['after more inserts', async () => { await insertMessagesBySql(w, 400) }]
+  ]
+  for (const [label, write] of steps) {
+    await write()
+    const before = vias.length
+    const { wrong, pages } = await mismatches(w, reader)
+    t.strictSame(wrong.slice(0, 5), [], `${label}: ${pages} pages and totals as ORDER BY subject, id and count(*) give them`)
+    t.strictSame(vias.slice(before).filter((read) => read.via !== 'rank').map((read) => read.via), [], `${label}: every page located, none walked`)
+  }
+})
+
+t.test(`more than ${MAX_GROUPS} subjects: deep pages are walked instead, and exact`, async (t) => {
+  const w = await world(t, seed + 1)
+  const reader = createCollectionReader(MESSAGE_COLLECTION, { anchors: false })
+  const vias = watchVias(t)
+  await insertMessagesBySql(w, 1200)
+  await run(w.app, `UPDATE messages SET subject = 'many-' || (id % ${MAX_GROUPS + 20}) WHERE subject IS NOT NULL`)
+  const before = vias.length
+  const { wrong, pages } = await mismatches(w, reader)
+  t.strictSame(wrong.slice(0, 5), [], `${pages} pages and totals exact`)
+  t.ok(vias.length > before && vias.slice(before).every((read) => read.via === 'offset'), 'every page walked OFFSET')
+})
+
+t.test('a page asked before its anchors exist is located at once, and from anchors once they are read', async (t) => {
+  const w = await world(t, seed + 2)
+  // About 120 subjects seen once (one message in 20 has one), well within MAX_GROUPS whatever the seed.
+  await insertMessagesBySql(w, 3000)
+  // Anchors read one stride a statement: 12 statements here, so pages arrive while they are read.
+  const reader = createCollectionReader(MESSAGE_COLLECTION, { anchorChunk: STRIDE })
+  const vias = watchVias(t)
+  const expected = (await rawRows<{ id: number }>(w.app, 'SELECT id::int AS id FROM messages ORDER BY subject, id')).map((row) => row.id)
+  const read = async (offset: number): Promise<number[]> => {
+    const page = await reader.read(w.app.db, {}, { page: 1, limit: 25, offset, sort: 'subject', order: 'asc', cursor: null, filters: '', collection: 'messages' })
+    return (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
+  }
+  const offset = expected.length - 30
+  t.strictSame(await read(offset), expected.slice(offset, offset + 25), 'the first deep page, near the end, is exact')
+  t.strictSame(vias.map((v) => v.via), ['rank'], 'and located in the counters, not waiting for the anchors')
+  let fromAnchors = false
+  for (let attempt = 0; attempt < 500 && !fromAnchors; attempt++) {
+    const at = NEAR_START + ((attempt * 97) % (expected.length - NEAR_START - 25))
+    if ((await read(at)).join() !== expected.slice(at, at + 25).join()) t.fail(`offset ${at}: not the table's page`)
+    fromAnchors = vias.at(-1)?.via === 'anchor' && vias.at(-1)?.partial !== true
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+  t.ok(fromAnchors, 'once the anchors are read, pages come from them')
+})
