@@ -81,7 +81,12 @@ t.test(`more than ${MAX_GROUPS} subjects: deep pages are walked instead, and exa
   const reader = createCollectionReader(MESSAGE_COLLECTION, { anchors: false })
   const vias = watchVias(t)
   await insertMessagesBySql(w, 1200)
-  await run(w.app, `UPDATE messages SET subject = 'many-' || (id % ${MAX_GROUPS + 20}) WHERE subject IS NOT NULL`)
+  // Each of the first MAX_GROUPS + 20 messages with a subject gets one of its own, the rest repeat them:
+  // more subjects than are walked, whatever ids the seed gave.
+  await run(w.app, `UPDATE messages m SET subject = 'many-' || r.n FROM (
+    SELECT id, row_number() OVER (ORDER BY id) % ${MAX_GROUPS + 20} AS n FROM messages WHERE subject IS NOT NULL) r WHERE m.id = r.id`)
+  const [{ subjects } = { subjects: 0 }] = await rawRows<{ subjects: number }>(w.app, 'SELECT count(DISTINCT subject)::int AS subjects FROM messages')
+  t.ok(subjects > MAX_GROUPS, `${subjects} subjects`)
   const before = vias.length
   const { wrong, pages } = await mismatches(w, reader)
   t.strictSame(wrong.slice(0, 5), [], `${pages} pages and totals exact`)
