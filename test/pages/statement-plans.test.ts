@@ -64,10 +64,17 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
   // times as long as its last read took (src/pages/anchors/anchor-set.ts), and the reads cut short by
   // the writes above took longer on a busy server: the pages asked for meanwhile wait a little longer
   // each time, a minute in all at most, rather than giving up after 200 pages asked back to back.
-  for (let attempt = 0; attempt < 200 && !vias.slice(-1).some((read) => read.via === 'anchor'); attempt++) {
-    await sleep(3 * attempt)
-    await read({ offset: 1200, sort: 'id', order: 'asc' })
+  /** Reads `request` until it comes from its whole set of anchors (another sort's reads do not count). */
+  const untilFromAnchors = async (request: Parameters<typeof read>[0]): Promise<void> => {
+    let whole = false
+    for (let attempt = 0; attempt < 200 && !whole; attempt++) {
+      await sleep(3 * attempt)
+      const before = vias.length
+      await read(request)
+      whole = vias.slice(before).some((v) => v.via === 'anchor' && v.partial !== true)
+    }
   }
+  await untilFromAnchors({ offset: 1200, sort: 'id', order: 'asc' })
   const start = vias.length
   // Each page 10 rows after an anchor and of at most 12 rows: all of them read with the same statement
   // (a page's statement comes in sizes, src/pages/reach.ts; these need the smallest).
@@ -76,10 +83,7 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
 
   // A row created before each page by subject (with an id above the others, as the identity sequence
   // gives): once its anchors are read, the pages follow them.
-  for (let attempt = 0; attempt < 200 && !vias.slice(-1).some((read) => read.via === 'anchor'); attempt++) {
-    await sleep(3 * attempt)
-    await read({ offset: 1200, sort: 'subject', order: 'asc' })
-  }
+  await untilFromAnchors({ offset: 1200, sort: 'subject', order: 'asc' })
   const following = vias.length
   for (let run = 0; run < RUNS + 4; run++) {
     await run_(w.app, `INSERT INTO messages (id, content, subject, priority, author_id) OVERRIDING SYSTEM VALUE
