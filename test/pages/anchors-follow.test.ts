@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { createCollectionReader } from '../../src/pages/reader.js'
-import { deepPageReads, type DeepPageRead } from '../../src/pages/deep-page-reads.js'
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import { FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, STRIDE, type Anchors } from '../../src/pages/anchors/anchor-set.js'
 import { lit, rawRows, Rng, run, seedFromEnv } from '../helpers/exactness.js'
+import { watchDeepPageReads } from '../helpers/deep-page-reads.js'
 import { insertMessagesBySql, updateBySql, world, type World } from '../helpers/exactness-messages.js'
 
 // Anchors that follow the rows created since they were read (src/pages/anchors/anchor-set.ts): every deep
@@ -68,14 +68,6 @@ async function reference (w: World, c: Case): Promise<number[]> {
   return (await rawRows<{ id: number }>(w.app, `SELECT id::int AS id FROM messages WHERE ${c.where} ORDER BY ${order}`)).map((row) => Number(row.id))
 }
 
-function watch (t: Test): DeepPageRead[] {
-  const reads: DeepPageRead[] = []
-  const listener = (message: unknown): void => { reads.push(message as DeepPageRead) }
-  deepPageReads.subscribe(listener)
-  t.teardown(() => { deepPageReads.unsubscribe(listener) })
-  return reads
-}
-
 /** Rows created by SQL with ids above every id so far (as the identity sequence gives them), keys anywhere. */
 async function createAbove (w: World, rng: Rng, n: number, subject?: () => string | null): Promise<void> {
   const authors = (await rawRows<{ id: number }>(w.app, 'SELECT id::int AS id FROM users ORDER BY id')).map((row) => Number(row.id))
@@ -96,7 +88,7 @@ t.test('deep pages follow the rows created since the anchors were read, exactly,
   const rng = new Rng(seed)
   await insertMessagesBySql(w, 4000)
   const reader = createCollectionReader(MESSAGE_COLLECTION)
-  const reads = watch(t)
+  const reads = watchDeepPageReads(t)
   const read = async (c: Case, offset: number, limit: number) => {
     const page = await reader.read(w.app.db, c.values, { page: 1, limit, offset, sort: c.sort, order: c.desc ? 'desc' : 'asc', cursor: null, filters: '', collection: 'messages' })
     return { ids: (page.rows as Array<{ id: number }>).map((row) => Number(row.id)), total: page.total }
@@ -173,7 +165,7 @@ t.test('deep pages read while a client creates rows before them are each the pag
   // the parts (located pages: test/pages/grouped.test.ts).
   const { groupRanked: _located, ...unlocated } = MESSAGE_COLLECTION
   const reader = createCollectionReader(unlocated, { anchorChunk: 2 * STRIDE })
-  const reads = watch(t)
+  const reads = watchDeepPageReads(t)
   // Descending by subject: NULL keys first, by id. A created row without a subject comes after the
   // NULL keys already there and before every other row: each one moves every later page by one.
   const c: Case = { values: {}, where: 'TRUE', sort: 'subject', desc: true }

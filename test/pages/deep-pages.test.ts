@@ -5,6 +5,7 @@ import { deepPageReads, type DeepPageRead, type DeepPageVia } from '../../src/pa
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import { AnchorCache, anchorBytes, anchorFor, STRIDE, type Anchors } from '../../src/pages/anchors/anchor-set.js'
 import { lit, rawRows, run, seedFromEnv } from '../helpers/exactness.js'
+import { watchDeepPageReads } from '../helpers/deep-page-reads.js'
 import { deleteBySql, insertMessagesBySql, updateBySql, world, type World } from '../helpers/exactness-messages.js'
 import { scrape } from '../helpers/live.js'
 import { PROPERTY_SCALE } from '../helpers/scale.js'
@@ -263,10 +264,7 @@ t.test('anchors still being read serve the pages they reach, exactly, and a writ
   await insertMessagesBySql(w, 5600)
   const { groupRanked: _located, ...unlocated } = MESSAGE_COLLECTION
   const reader = createCollectionReader(unlocated, { anchorChunk: STRIDE })
-  const reads: DeepPageRead[] = []
-  const listener = (message: unknown): void => { reads.push(message as DeepPageRead) }
-  deepPageReads.subscribe(listener)
-  t.teardown(() => { deepPageReads.unsubscribe(listener) })
+  const reads = watchDeepPageReads(t)
   const at = async (c: Combination, offset: number, limit: number): Promise<{ ids: number[], total: number }> => {
     const values = c.params.priority === undefined ? {} : { priority: c.params.priority }
     const result = await reader.read(w.app.db, values, { page: 1, limit, offset, sort: c.sort, order: c.desc ? 'desc' : 'asc', cursor: null, filters: '', collection: 'messages' })

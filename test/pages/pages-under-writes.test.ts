@@ -2,9 +2,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { HEAVY_READS, heavyReadCounts } from '../../src/db/heavy-reads.js'
 import { createCollectionReader } from '../../src/pages/reader.js'
-import { deepPageReads, type DeepPageRead } from '../../src/pages/deep-page-reads.js'
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import { rawRows, run, seedFromEnv } from '../helpers/exactness.js'
+import { watchDeepPageReads } from '../helpers/deep-page-reads.js'
 import { insertMessagesBySql, world } from '../helpers/exactness-messages.js'
 
 // Deep pages read while another client writes (CONTRACT 7): each page and its total must be those of
@@ -33,10 +33,7 @@ for (const via of ['rank', 'offset'] as const) {
     const before = await count(w)
     const expected = (await rawRows<{ id: number }>(w.app, 'SELECT id::int AS id FROM messages ORDER BY subject, id')).map((row) => Number(row.id))
     const reader = READERS[via]
-    const vias: DeepPageRead[] = []
-    const listener = (message: unknown): void => { vias.push(message as DeepPageRead) }
-    deepPageReads.subscribe(listener)
-    t.teardown(() => { deepPageReads.unsubscribe(listener) })
+    const vias = watchDeepPageReads(t)
 
     // The writer keeps pace with the reads, whatever the speed of either: at most one row for each page
     // begun, and one ahead, so that it neither finishes first nor floods the table.

@@ -1,12 +1,13 @@
 import t from 'tap'
 import { createCollectionReader } from '../../src/pages/reader.js'
-import { deepPageReads, type DeepPageRead } from '../../src/pages/deep-page-reads.js'
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import { reachFor } from '../../src/pages/reach.js'
 import { MAX_LIMIT } from '../../src/schemas/pagination.js'
 import { type PageRequest } from '../../src/pages/request.js'
 import { STRIDE } from '../../src/pages/anchors/anchor-set.js'
 import { rawRows, seedFromEnv } from '../helpers/exactness.js'
+import { NOT_HUNG_MS } from '../helpers/bounded.js'
+import { watchDeepPageReads } from '../helpers/deep-page-reads.js'
 import { insertMessagesBySql, world } from '../helpers/exactness-messages.js'
 
 // A page's statement reads as many rows beyond its start as the smallest of a few constant sizes that
@@ -45,10 +46,7 @@ t.test('pages on the edge of every size are exact: from anchors, by cursor and f
   // Deep pages (offset 1,000 or more) come from anchors: five strides, and room for a page after the last.
   await insertMessagesBySql(w, 5 * STRIDE + 400)
   const reader = createCollectionReader(MESSAGE_COLLECTION)
-  const vias: DeepPageRead[] = []
-  const listener = (message: unknown): void => { vias.push(message as DeepPageRead) }
-  deepPageReads.subscribe(listener)
-  t.teardown(() => { deepPageReads.unsubscribe(listener) })
+  const vias = watchDeepPageReads(t)
   const expected = {
     id: (await rawRows<{ id: number }>(w.app, 'SELECT id::int AS id FROM messages ORDER BY id')).map((row) => Number(row.id)),
     subject: (await rawRows<{ id: number }>(w.app, 'SELECT id::int AS id FROM messages ORDER BY subject, id')).map((row) => Number(row.id))
@@ -62,7 +60,9 @@ t.test('pages on the edge of every size are exact: from anchors, by cursor and f
   // whole set is read, pages they do not reach yet are located in the counters.
   for (const sort of ['id', 'subject'] as const) {
     let whole = false
-    for (let attempt = 0; attempt < 200 && !whole; attempt++) {
+    // Bounded by a time far above any machine's pace, not by a number of reads.
+    const deadline = performance.now() + NOT_HUNG_MS
+    while (performance.now() < deadline && !whole) {
       const before = vias.length
       await read(sort, 4 * STRIDE + 5, 10)
       whole = vias.slice(before).some((v) => v.via === 'anchor' && v.partial !== true)

@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { createCollectionReader } from '../../src/pages/reader.js'
-import { deepPageReads, type DeepPageRead } from '../../src/pages/deep-page-reads.js'
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import type { PageRequest } from '../../src/pages/request.js'
 import type { SortOrder } from '../../src/pages/cursor.js'
 import { STRIDE } from '../../src/pages/anchors/anchor-set.js'
 import { rawRows, run as run_, seedFromEnv } from '../helpers/exactness.js'
+import { watchDeepPageReads } from '../helpers/deep-page-reads.js'
 import { onPostgresServer } from '../helpers/database.js'
 import { insertMessagesBySql, world } from '../helpers/exactness-messages.js'
 
@@ -34,10 +34,7 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
   // rows the statement that lost its generic plan on 1,000,000 kept it.
   await insertMessagesBySql(w, 20_000)
   const reader = createCollectionReader(MESSAGE_COLLECTION)
-  const vias: DeepPageRead[] = []
-  const listener = (message: unknown): void => { vias.push(message as DeepPageRead) }
-  deepPageReads.subscribe(listener)
-  t.teardown(() => { deepPageReads.unsubscribe(listener) })
+  const vias = watchDeepPageReads(t)
   const read = async (request: Partial<PageRequest<MessageSort>> & { sort: MessageSort, order: SortOrder }, values = {}): Promise<void> => {
     await reader.read(w.app.db, values, { page: 1, limit: 25, offset: 0, cursor: null, filters: '', collection: 'messages', ...request })
   }
