@@ -35,6 +35,37 @@ export function randomPageRow (oracle: Oracle, sort: ColdSort, pages: number, ma
   }
 }
 
+/** Every page that starts before offset `below`, at every limit up to `maxLimit`: its page and limit. */
+function pagesNearStart (below: number, maxLimit: number): Array<{ page: number, limit: number }> {
+  const pages: Array<{ page: number, limit: number }> = []
+  for (let limit = 1; limit <= maxLimit; limit++) {
+    for (let page = 1; (page - 1) * limit < below; page++) pages.push({ page, limit })
+  }
+  return pages
+}
+
+export const NEAR_DESC_KEY = 'near-subject-desc'
+
+/**
+ * Pages before offset 1,000 by subject, descending, where ties run against the (subject, id) index:
+ * each request another page and limit, so that none is answered from the page cache.
+ */
+function nearDescRow (oracle: Oracle, maxRequests: number): Row {
+  const pages = pagesNearStart(1000, 100)
+  return {
+    key: NEAR_DESC_KEY,
+    name: `a page before offset 1,000, sort=subject desc, one of ${int(pages.length)} pages and limits each request`,
+    targets: ['service', 'baseline'],
+    requests: () => [],
+    sequence: {
+      paths: shuffled(pages.length, maxRequests, COLD_SEED).map((n) => pages[n - 1]!)
+        .map(({ page, limit }) => `/v2/messages?page=${page}&limit=${limit}&sort=subject&order=desc`),
+      expect: async (path) => await expectPath(oracle, path)
+    },
+    reference: { key: 'page1-25', target: 0.25 }
+  }
+}
+
 function randomSearchRow (oracle: Oracle, maxRequests: number): Row {
   const phrases = rarePhrases()
   return {
@@ -84,6 +115,7 @@ export const coldRows: RowBuilder = async ({ oracle, wanted, total, maxRequests 
   for (const sort of COLD_SORTS) {
     if (wanted(sort.key)) rows.push(randomPageRow(oracle, sort, pages, maxRequests))
   }
+  if (wanted(NEAR_DESC_KEY)) rows.push(nearDescRow(oracle, maxRequests))
   if (wanted('random-search')) rows.push(randomSearchRow(oracle, maxRequests))
   if (wanted('common-words')) rows.push(commonWordsRow(oracle))
   return rows

@@ -4,7 +4,7 @@ import { EMBEDDED_LIVE_KEYS, LIVE_KEYS } from '../live/rows.js'
 import { EVERYTHING, type Oracle } from '../checks/reference-sql.js'
 import { SEEK_FLOOR_KEY } from '../database/seek-floor.js'
 import type { Child } from '../servers/child-servers.js'
-import { COLD_SORTS, coldRows } from './cold.js'
+import { COLD_SORTS, coldRows, NEAR_DESC_KEY } from './cold.js'
 import { healthRow, helloRow } from './fixed.js'
 import { filteredRow, pageRows, searchRow } from './list.js'
 import { mixRow } from './mix.js'
@@ -18,7 +18,7 @@ import { WRITTEN_SORTS, writtenRows } from './written.js'
 // `seek-floor` is PostgreSQL's own keyset seek of a page (bench/database/seek-floor.ts), measured after the
 // rows by pgbench; the live keys are the live delivery section (bench/live/), run after every row.
 export const ROW_KEYS = ['health', 'page1-25', 'middle-25', 'last-25', 'page1-100', 'middle-100', 'last-100', 'revalidate-25', 'gzip-25', 'cursor-25',
-  'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'common-words', SEEK_FLOOR_KEY, 'mix', ...WRITTEN_SORTS.map((sort) => sort.key), 'hello', 'post', 'post-idempotent', 'sync', 'sync-poll', ...LIVE_KEYS]
+  'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), NEAR_DESC_KEY, 'random-search', 'common-words', SEEK_FLOOR_KEY, 'mix', ...WRITTEN_SORTS.map((sort) => sort.key), 'hello', 'post', 'post-idempotent', 'sync', 'sync-poll', ...LIVE_KEYS]
 // The embedded database's run (no DATABASE_URL): the rows a first try of `npm start` would exercise.
 export const EMBEDDED_ROWS = ['health', 'page1-25', 'filtered', 'search', ...COLD_SORTS.map((sort) => sort.key), 'random-search', 'post', ...EMBEDDED_LIVE_KEYS]
 

@@ -2,10 +2,11 @@ import { sql, type SQL } from 'drizzle-orm'
 import { countedTotalSql } from '../db/counters.js'
 import { countedTotalColumn, itemsSql } from './items.js'
 import { locateSql } from './locate.js'
+import { BEFORE_FIRST_ID } from './seek.js'
 import type { SortOrder } from './cursor.js'
 import { placeholder, type CollectionSpec, type GroupRank } from './spec.js'
 
-// Unfiltered deep pages of a sort with few distinct keys (a subject), located group by group: the
+// Unfiltered deep pages of a sort with few distinct keys (a priority, a subject), located group by group: the
 // distinct keys are walked through the (key, id) index in the page's order, one index probe each; the
 // groups' totals, from their counters, tell which group holds the offset; inside a group the order is
 // by id ascending (CONTRACT 7's tie-break), located in that group's id buckets (./locate.ts). The page
@@ -14,9 +15,6 @@ import { placeholder, type CollectionSpec, type GroupRank } from './spec.js'
 
 /** The most distinct keys walked: past it, the statement says so and the page is read another way. */
 export const MAX_GROUPS = 256
-
-/** Below every id. */
-const FIRST_ID = '-9223372036854775807'
 
 /**
  * A deep page of `sort` (unfiltered), located group by group. Its first row carries `complete`: false
@@ -28,14 +26,19 @@ export function groupedSql<S extends string, F extends string> (spec: Collection
   const column = sql.raw(spec.sorts[sort])
   const table = sql.raw(spec.table)
   const step = sql.raw(desc ? '<' : '>')
-  const keyOf = (value: string): SQL => sql.raw(`coalesce(${group.key.replaceAll('$v', value)}, '${group.noneKey}')`)
+  const keyed = (value: string): string => group.key.replaceAll('$v', value)
+  const keyOf = (value: string): SQL => sql.raw(group.noneKey === undefined ? keyed(value) : `coalesce(${keyed(value)}, '${group.noneKey}')`)
   // NULL keys sort last ascending and first descending (PostgreSQL's default, as ./order.ts leaves it).
-  const nonePosition = sql.raw(desc ? '0' : String(MAX_GROUPS + 2))
+  const none = group.noneKey === undefined ? sql`` : sql` UNION ALL SELECT NULL, ${sql.raw(desc ? '0' : String(MAX_GROUPS + 2))}`
   const offset = sql`${placeholder('offset')}::bigint`
   const limit = sql`${placeholder('limit')}::bigint`
   const rowsOf = (match: SQL): SQL => sql`(SELECT m.id FROM ${table} m WHERE ${match}
-        AND m.id >= CASE WHEN g.pos = (SELECT pos FROM target) THEN (SELECT bucket FROM loc) << 8 ELSE ${sql.raw(FIRST_ID)} END
+        AND m.id >= CASE WHEN g.pos = (SELECT pos FROM target) THEN (SELECT bucket FROM loc) << 8 ELSE ${sql.raw(BEFORE_FIRST_ID)} END
         ORDER BY m.id LIMIT ${limit} + (SELECT skip FROM loc))`
+  // A column without NULLs has no group of rows without a value to read.
+  const groupRows = group.noneKey === undefined
+    ? rowsOf(sql`${column} = g.v`)
+    : sql`${rowsOf(sql`g.v IS NOT NULL AND ${column} = g.v`)} UNION ALL ${rowsOf(sql`g.v IS NULL AND ${column} IS NULL`)}`
   return sql`WITH RECURSIVE walked AS (
       (SELECT ${column} AS v, 1 AS pos FROM ${table} m WHERE ${column} IS NOT NULL ORDER BY ${column} ${dir} LIMIT 1)
       UNION ALL
@@ -44,7 +47,7 @@ export function groupedSql<S extends string, F extends string> (spec: Collection
     complete AS MATERIALIZED (SELECT count(*) <= ${sql.raw(String(MAX_GROUPS))} AS ok FROM walked WHERE v IS NOT NULL),
     groups AS MATERIALIZED (
       SELECT k.v, k.pos, ${countedTotalSql(spec.table, keyOf('k.v'))} AS n
-      FROM (SELECT v, pos FROM walked WHERE v IS NOT NULL UNION ALL SELECT NULL, ${nonePosition}) k
+      FROM (SELECT v, pos FROM walked WHERE v IS NOT NULL${none}) k
       WHERE (SELECT ok FROM complete)),
     placed AS MATERIALIZED (SELECT v, pos, n, (sum(n) OVER (ORDER BY pos) - n)::bigint AS before FROM groups WHERE n > 0),
     target AS MATERIALIZED (
@@ -53,9 +56,7 @@ export function groupedSql<S extends string, F extends string> (spec: Collection
     page AS MATERIALIZED (
       SELECT x.id, row_number() OVER (ORDER BY x.pos, x.id) AS ord FROM (
         SELECT g.pos, s.id FROM placed g CROSS JOIN LATERAL (
-          ${rowsOf(sql`g.v IS NOT NULL AND ${column} = g.v`)}
-          UNION ALL
-          ${rowsOf(sql`g.v IS NULL AND ${column} IS NULL`)}) s
+          ${groupRows}) s
         WHERE g.pos >= (SELECT pos FROM target) AND g.before < ${offset} + ${limit}) x
       ORDER BY x.pos, x.id OFFSET (SELECT skip FROM loc) LIMIT ${limit})
     SELECT t.total, t.complete, r.* FROM (SELECT ${countedTotalColumn(spec)}, (SELECT ok FROM complete) AS complete) t

@@ -1,12 +1,14 @@
 import { sql, type SQL } from 'drizzle-orm'
 import { whereSql } from './filters.js'
-import { itemsSql, totalSql } from './items.js'
+import { itemsSql, pageSlice, totalSql } from './items.js'
 import { orderSql } from './order.js'
 import type { SortOrder } from './cursor.js'
+import { seekPageSql } from './seek.js'
 import { placeholder, type CollectionSpec } from './spec.js'
 
 // Pages by number that are read by walking: near the start, where the walk is as cheap as any other
-// read, and deep pages with neither anchors nor ranks to seek from, walked from the nearer end.
+// read (or, descending by a sort with long runs of ties, a seek from the start), and deep pages with
+// neither anchors nor ranks to seek from, walked from the nearer end.
 
 // Below this offset a page is read by walking the index from the start: as cheap as locating it.
 export const NEAR_START = 1000
@@ -51,4 +53,18 @@ export function nearStartSql<S extends string, F extends string> (spec: Collecti
   return sql`WITH ${pageIdsSql(spec, sort, order, present)}
     SELECT t.total, r.* FROM (${totalSql(spec, present)}) t
     ${itemsSql(spec, sort, sql`true`)}`
+}
+
+/**
+ * A descending page near the start of a sort with long runs of ties (CollectionSpec.grouped), and its
+ * total, in one statement: the first `reach` rows sought from before the first one, as a page by
+ * cursor is (./seek.ts), visiting the runs one at a time through the (key, id) index, and the page
+ * `skip` rows in. Descending, NULL keys come first, so the start is a NULL key below every id (`i`).
+ * Walked, ties running by id ascending against the index, the first page sorted a whole run: by
+ * subject at 1,000,000 messages, the 400,000 without one (143 ms; 585 ms with priority=normal).
+ */
+export function startSoughtSql<S extends string, F extends string> (spec: CollectionSpec<S, F>, sort: S, present: F[], reach: number): SQL {
+  return sql`${seekPageSql(spec, sort, { keyDesc: true, idDesc: false }, true, present, reach)}
+    SELECT t.total, r.* FROM (${totalSql(spec, present)}) t
+    ${itemsSql(spec, sort, pageSlice)}`
 }

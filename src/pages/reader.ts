@@ -11,12 +11,12 @@ import { groupedSql } from './grouped.js'
 import { strip, totalSql } from './items.js'
 import { validKey } from './keys.js'
 import { locatedSql } from './locate.js'
-import { NEAR_START, nearStartSql, walkedSql } from './numbered.js'
+import { NEAR_START, nearStartSql, startSoughtSql, walkedSql } from './numbered.js'
 import { scanOf } from './order.js'
 import { reachFor } from './reach.js'
 import type { Cursor } from './cursor.js'
 import type { PageRequest, PageResult } from './request.js'
-import { seekSql } from './seek.js'
+import { BEFORE_FIRST_ID, seekSql } from './seek.js'
 import type { CollectionSpec, Companion, FilterValues, GroupRank, PageRow } from './spec.js'
 import { StatementSet } from './statements.js'
 
@@ -49,8 +49,14 @@ export interface CollectionReaderOptions {
 export function createCollectionReader<S extends string, F extends string, Row extends object> (spec: CollectionSpec<S, F>, options: CollectionReaderOptions = {}) {
   const pages = new StatementSet<Row & PageRow>(spec.table)
   const anchors = options.anchors === false ? undefined : new AnchorReader<S, F, Row>(spec, pages, options.anchorChunk)
-  // Handles whose grouped sorts have too many distinct keys to walk (./grouped.ts), until when.
-  const manyGroupsUntil = new WeakMap<Database, number>()
+  // For each handle, its grouped sorts with too many distinct keys to walk (./grouped.ts), until when.
+  const manyGroupsUntil = new WeakMap<Database, Map<S, number>>()
+
+  /** How `sort`'s unfiltered pages are located group by group on `db`; undefined when they are not. */
+  function groupRankOf (db: Database, sort: S, present: F[]): GroupRank | undefined {
+    if (present.length > 0 || (manyGroupsUntil.get(db)?.get(sort) ?? 0) > performance.now()) return undefined
+    return spec.groupRanked?.[sort]
+  }
 
   /** A page by cursor: up to `limit` rows beyond it, whether any lie the other way, and the total (or `companion`). */
   async function seek (db: Database, cursor: Cursor, page: PageRequest<S>, present: F[], params: Record<string, unknown>, companion?: Companion): Promise<PageResult<Row>> {
@@ -92,10 +98,10 @@ export function createCollectionReader<S extends string, F extends string, Row e
     const run = pages.get(`grouped:${page.sort}:${page.order}`, () => groupedSql(spec, page.sort, group, page.order))
     const rows = await run(db, params)
     if (rows[0]?.complete === false) {
-      manyGroupsUntil.set(db, performance.now() + MANY_GROUPS_MS)
+      const until = manyGroupsUntil.get(db) ?? new Map<S, number>()
+      manyGroupsUntil.set(db, until.set(page.sort, performance.now() + MANY_GROUPS_MS))
       return undefined
     }
-    readVia(spec.table, 'rank')
     // Read before strip(), which removes it from the rows.
     const total = rows[0]?.total ?? 0
     return { ...strip(rows[0]?.ord == null ? [] : rows), total }
@@ -105,14 +111,17 @@ export function createCollectionReader<S extends string, F extends string, Row e
   async function deep (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>): Promise<PageResult<Row>> {
     const shape = present.join(',')
     const dim = rankedDim(spec, page.sort, present)
-    const group = dim === undefined && present.length === 0 && (manyGroupsUntil.get(db) ?? 0) <= performance.now() ? spec.groupRanked?.[page.sort] : undefined
+    const group = dim === undefined ? groupRankOf(db, page.sort, present) : undefined
     // A page its anchors do not reach yet waits for them only when nothing else can locate it.
     const fromAnchor = await anchors?.page(db, page, present, params, dim === undefined, dim === undefined && group === undefined)
     if (fromAnchor !== undefined) return fromAnchor
     const at = { ...params, offset: page.offset, limit: page.limit }
     if (group !== undefined) {
       const found = await grouped(db, page, group, at)
-      if (found !== undefined) return found
+      if (found !== undefined) {
+        readVia(spec.table, 'rank')
+        return found
+      }
     }
     readVia(spec.table, dim === undefined ? 'offset' : 'rank')
     if (dim !== undefined) {
@@ -137,6 +146,11 @@ export function createCollectionReader<S extends string, F extends string, Row e
       const params = filterParams(spec, present, values)
       if (page.cursor !== null) return await seek(db, page.cursor, page, present, params, companion)
       if (page.offset >= NEAR_START) return await deep(db, page, present, params)
+      if (page.order === 'desc' && spec.grouped?.includes(page.sort) === true && present.every((f) => spec.walkFilters?.[page.sort]?.includes(f) === true)) {
+        const reach = reachFor(page.offset + page.limit, NEAR_START + MAX_LIMIT)
+        return await numbered(db, `start-sought:${page.sort}:${reach}:${present.join(',')}`, () => startSoughtSql(spec, page.sort, present, reach),
+          { ...params, i: BEFORE_FIRST_ID, skip: page.offset, limit: page.limit })
+      }
       return await numbered(db, `start:${page.sort}:${page.order}:${present.join(',')}`, () => nearStartSql(spec, page.sort, page.order, present),
         { ...params, offset: page.offset, limit: page.limit })
     }

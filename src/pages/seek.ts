@@ -9,6 +9,9 @@ import { placeholder, type CollectionSpec } from './spec.js'
 // index, read in the statement that reads everything else the page needs. A position stays valid after
 // its item is deleted, so a page by cursor never repeats or skips an item whatever was written since.
 
+/** An id below every id: the position before the first row of a NULL key, for a seek from the start. */
+export const BEFORE_FIRST_ID = '-9223372036854775807'
+
 /**
  * One index range of a seek, in scan order: `where` its rows, `order` their order. A `walk` part is a
  * run of groups of equal keys, each read by id (see `grouped`).

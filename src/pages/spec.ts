@@ -39,6 +39,12 @@ export interface CollectionSpec<S extends string, F extends string> {
    * id ascending, visit the runs one at a time through the index instead of sorting a whole run.
    */
   grouped?: readonly S[]
+  /**
+   * For a grouped sort, the filters whose value leads an index before its key, as (filter, key, id):
+   * under them, a walk of the runs reads only the result set's index entries. Unfiltered or under these
+   * alone, a descending page near the start is sought run by run (./numbered.ts) instead of sorted.
+   */
+  walkFilters?: Partial<Record<S, readonly F[]>>
   filters: Record<F, FilterSpec>
   /** Sorts located through the order-statistic index, and the filter whose values rank too. */
   ranked: { dims: Partial<Record<S, RankedDim>>, filter?: F }
@@ -54,10 +60,11 @@ export interface CollectionSpec<S extends string, F extends string> {
 export type FilterValues<F extends string> = Partial<Record<F, string | number>>
 
 /**
- * The counter key of each group of a sort (drizzle/0017): `key` is an SQL expression of the group's
- * value, written `$v`, as the triggers compute it; `noneKey` is the key of the rows without a value.
+ * The counter key of each group of a sort (drizzle/0006, drizzle/0017): `key` is an SQL expression of
+ * the group's value, written `$v`, as the triggers compute it; `noneKey` is the key of the rows without
+ * a value, for a column that can be NULL.
  */
-export interface GroupRank { key: string, noneKey: string }
+export interface GroupRank { key: string, noneKey?: string }
 
 const hashKey = (name: string) => (value: string | number) => `${name}=${createHash('md5').update(String(value)).digest('hex')}`
 const plainKey = (name: string) => (value: string | number) => `${name}=${value}`

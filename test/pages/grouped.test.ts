@@ -9,46 +9,52 @@ import { rawRows, run, seedFromEnv } from '../helpers/exactness.js'
 import { watchDeepPageReads } from '../helpers/deep-page-reads.js'
 import { deleteBySql, insertMessagesBySql, updateBySql, world, type World } from '../helpers/exactness-messages.js'
 
-// Deep pages by subject located group by group (src/pages/grouped.ts, drizzle/0017), as a page is
-// answered before its anchors exist: compared with ORDER BY subject, id and count(*) after inserts,
-// updates that move rows between subjects and to and from NULL, deletes and cascades, in both orders,
-// at the edges of the groups and past the end; and a table with more subjects than are walked.
+// Pages by subject and by priority located group by group (src/pages/grouped.ts, drizzle/0017), as a
+// deep page is answered before its anchors exist, and a descending page near the start always:
+// compared with ORDER BY subject (or priority), id and count(*) after inserts, updates that move rows
+// between groups and to and from NULL, deletes and cascades, in both orders, at the edges of the
+// groups and past the end; and a table with more subjects than are walked.
 
 const seed = seedFromEnv()
 t.comment(`exactness seed ${seed} (replay with EXACTNESS_SEED=${seed})`)
 
 const LIMITS = [1, 7, 25, 100]
 
-/** Every page at the edges of the groups (and a few more), in both orders, against the reference; the mismatches. */
-async function mismatches (w: World, reader: ReturnType<typeof createCollectionReader>): Promise<{ wrong: string[], pages: number }> {
+type GroupedSort = 'subject' | 'priority'
+
+/**
+ * Every page at the edges of the groups (and a few more), in both orders, against the reference; the
+ * mismatches. Descending pages near the start are located too, so the edges there count as well.
+ */
+async function mismatches (w: World, reader: ReturnType<typeof createCollectionReader>, sort: GroupedSort = 'subject'): Promise<{ wrong: string[], pages: number }> {
   const wrong: string[] = []
   let pages = 0
   for (const order of ['asc', 'desc'] as const) {
-    const rows = await rawRows<{ id: number, subject: string | null }>(w.app,
-      `SELECT id::int AS id, subject FROM messages ORDER BY subject ${order === 'desc' ? 'DESC' : ''}, id`)
+    const rows = await rawRows<{ id: number, k: string | null }>(w.app,
+      `SELECT id::int AS id, ${sort}::text AS k FROM messages ORDER BY ${sort} ${order === 'desc' ? 'DESC' : ''}, id`)
     const total = rows.length
-    const offsets = new Set<number>([total - 1, total, total + 3])
+    const offsets = new Set<number>([0, total - 1, total, total + 3])
     for (let i = 1; i < total; i++) {
-      if (rows[i]!.subject !== rows[i - 1]!.subject) for (const d of [-101, -25, -7, -1, 0, 1]) offsets.add(i + d)
+      if (rows[i]!.k !== rows[i - 1]!.k) for (const d of [-101, -25, -7, -1, 0, 1]) offsets.add(i + d)
     }
     for (let i = 0; i < 10; i++) offsets.add(w.rng.int(NEAR_START, total))
-    for (const offset of [...offsets].filter((o) => o >= NEAR_START)) {
+    for (const offset of [...offsets].filter((o) => o >= (order === 'desc' ? 0 : NEAR_START))) {
       const limit = w.rng.pick(LIMITS)
       pages++
-      const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order, cursor: null, filters: '', collection: 'messages' })
+      const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort, order, cursor: null, filters: '', collection: 'messages' })
       const got = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
       const want = rows.slice(offset, offset + limit).map((row) => row.id)
       if (got.join() !== want.join() || page.total !== total) {
-        wrong.push(`${order} offset ${offset} limit ${limit}: ${got.slice(0, 4).join()}… total ${page.total}, where ${want.slice(0, 4).join()}… total ${total}`)
+        wrong.push(`${sort} ${order} offset ${offset} limit ${limit}: ${got.slice(0, 4).join()}… total ${page.total}, where ${want.slice(0, 4).join()}… total ${total}`)
       }
-      const keys = rows.slice(offset, offset + limit).map((row) => row.subject)
-      if (JSON.stringify(page.keys) !== JSON.stringify(keys)) wrong.push(`${order} offset ${offset} limit ${limit}: cursor keys differ`)
+      const keys = rows.slice(offset, offset + limit).map((row) => row.k)
+      if (JSON.stringify(page.keys) !== JSON.stringify(keys)) wrong.push(`${sort} ${order} offset ${offset} limit ${limit}: cursor keys differ`)
     }
   }
   return { wrong, pages }
 }
 
-t.test('deep pages by subject, located group by group, are exact after every kind of write', async (t) => {
+t.test('pages by subject and by priority, located group by group, are exact after every kind of write', async (t) => {
   const w = await world(t, seed)
   const reader = createCollectionReader(MESSAGE_COLLECTION, { anchors: false })
   const vias = watchDeepPageReads(t)
@@ -61,10 +67,12 @@ t.test('deep pages by subject, located group by group, are exact after every kin
   ]
   for (const [label, write] of steps) {
     await write()
-    const before = vias.length
-    const { wrong, pages } = await mismatches(w, reader)
-    t.strictSame(wrong.slice(0, 5), [], `${label}: ${pages} pages and totals as ORDER BY subject, id and count(*) give them`)
-    t.strictSame(vias.slice(before).filter((read) => read.via !== 'rank').map((read) => read.via), [], `${label}: every page located, none walked`)
+    for (const sort of ['subject', 'priority'] as const) {
+      const before = vias.length
+      const { wrong, pages } = await mismatches(w, reader, sort)
+      t.strictSame(wrong.slice(0, 5), [], `${label}: ${pages} pages and totals as ORDER BY ${sort}, id and count(*) give them`)
+      t.strictSame(vias.slice(before).filter((read) => read.via !== 'rank').map((read) => read.via), [], `${label}: every deep page by ${sort} located, none walked`)
+    }
   }
 })
 
