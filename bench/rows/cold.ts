@@ -17,7 +17,8 @@ export interface ColdSort { key: string, name: string, query: string, target: nu
 export const COLD_SORTS: readonly ColdSort[] = [
   { key: 'random-id', name: 'sort=id', query: '', target: 0.25 },
   { key: 'random-created', name: 'sort=createdAt desc', query: '&sort=createdAt&order=desc', target: 0.25 },
-  { key: 'random-subject', name: 'sort=subject', query: '&sort=subject', target: 0.1 }
+  { key: 'random-subject', name: 'sort=subject', query: '&sort=subject', target: 0.1 },
+  { key: 'random-priority', name: 'sort=priority desc', query: '&sort=priority&order=desc', target: 0.1 }
 ]
 
 /** A random page of `pages` in `sort` each request, in the fixed-seed order, checked against the oracle. */
@@ -62,7 +63,8 @@ function nearDescRow (oracle: Oracle, maxRequests: number): Row {
         .map(({ page, limit }) => `/v2/messages?page=${page}&limit=${limit}&sort=subject&order=desc`),
       expect: async (path) => await expectPath(oracle, path)
     },
-    reference: { key: 'page1-25', target: 0.25 }
+    // Such a page reads its offset's rows as well as its own: some 550 on average, page 1 25.
+    reference: { key: 'page1-25', target: 0.05 }
   }
 }
 
