@@ -29,7 +29,9 @@ import { StatementSet } from './statements.js'
 //    the filters are one counted value or none, else from count(*) (./filters.ts, ./items.ts).
 // 4. Each way of reaching a page reads rows from that same snapshot:
 //    - near the start, and deep pages with nothing better, by OFFSET from the nearer end (./numbered.ts);
-//    - deep pages whose sort is ranked, located in the order-statistic buckets (./locate.ts);
+//      descending pages near the start of a sort with runs of ties, by a seek from before the first row;
+//    - deep pages whose sort is ranked, located in the order-statistic buckets (./locate.ts), or with
+//      few distinct keys, group by group (./grouped.ts);
 //    - pages by cursor, a seek beyond the cursor's position on the (key, id) index (./seek.ts);
 //    - deep pages whose result set has anchors, a seek from the anchor before them, used only when the
 //      page's statement reads the version the anchors were read at, or counts from the change log
@@ -95,7 +97,8 @@ export function createCollectionReader<S extends string, F extends string, Row e
    * keys for that, which is then not tried again on this handle for MANY_GROUPS_MS.
    */
   async function grouped (db: Database, page: PageRequest<S>, group: GroupRank, params: Record<string, unknown>): Promise<PageResult<Row> | undefined> {
-    const run = pages.get(`grouped:${page.sort}:${page.order}`, () => groupedSql(spec, page.sort, group, page.order))
+    const reach = reachFor(page.limit, MAX_LIMIT)
+    const run = pages.get(`grouped:${page.sort}:${page.order}:${reach}`, () => groupedSql(spec, page.sort, group, page.order, reach))
     const rows = await run(db, params)
     if (rows[0]?.complete === false) {
       const until = manyGroupsUntil.get(db) ?? new Map<S, number>()
