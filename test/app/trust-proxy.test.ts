@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { Agent, request } from 'undici'
 import { ConfigError, loadConfig } from '../../src/config.js'
 import { build } from '../helpers/build.js'
+import { REST_OF_WINDOW, restOfWindow } from '../helpers/rate-limit.js'
 
 // CONTRACT 11, TRUST_PROXY, on a real listening server. The two peers are told apart by the
 // loopback address their sockets are bound to: 127.0.0.2 plays the load balancer, 127.0.0.1 a
@@ -10,7 +11,7 @@ const BALANCER = '127.0.0.2'
 const DIRECT = '127.0.0.1'
 const LIMIT = 3
 
-interface Reply { status: number, remaining: string | undefined, retryAfter?: string, body?: unknown }
+interface Reply { status: number, remaining: string | undefined, retryAfter?: unknown, body?: unknown }
 
 async function serve (t: Test, trustProxy: string | undefined): Promise<(from: string, forwardedFor?: string) => Promise<Reply>> {
   const app = await build(t, { config: { rateLimitMax: LIMIT, trustProxy: loadConfig({ TRUST_PROXY: trustProxy }).trustProxy } })
@@ -28,13 +29,13 @@ async function serve (t: Test, trustProxy: string | undefined): Promise<(from: s
     const body: unknown = await res.body.json()
     const header = (name: string) => res.headers[name] as string | undefined
     return res.statusCode === 429
-      ? { status: 429, remaining: header('x-ratelimit-remaining'), retryAfter: header('retry-after'), body }
+      ? { status: 429, remaining: header('x-ratelimit-remaining'), retryAfter: restOfWindow(header('retry-after')), body }
       : { status: res.statusCode, remaining: header('x-ratelimit-remaining') }
   }
 }
 
 const ok = (remaining: number): Reply => ({ status: 200, remaining: String(remaining) })
-const refused: Reply = { status: 429, remaining: '0', retryAfter: '60', body: { error: 'Too many requests' } }
+const refused: Reply = { status: 429, remaining: '0', retryAfter: REST_OF_WINDOW, body: { error: 'Too many requests' } }
 
 t.test('TRUST_PROXY unset: the socket address counts, X-Forwarded-For is ignored', async (t) => {
   const get = await serve(t, undefined)
