@@ -60,6 +60,16 @@ export function createCollectionReader<S extends string, F extends string, Row e
     return spec.groupRanked?.[sort]
   }
 
+  /**
+   * Whether a page near the start is sought run by run (./numbered.ts): descending by a grouped sort,
+   * whose ties run against its index, unfiltered or under filters that lead an index before its key.
+   */
+  function soughtFromStart (page: PageRequest<S>, present: F[]): boolean {
+    if (page.order !== 'desc' || spec.grouped?.includes(page.sort) !== true) return false
+    const leading = spec.walkFilters?.[page.sort] ?? []
+    return present.every((filter) => leading.includes(filter))
+  }
+
   /** A page by cursor: up to `limit` rows beyond it, whether any lie the other way, and the total (or `companion`). */
   async function seek (db: Database, cursor: Cursor, page: PageRequest<S>, present: F[], params: Record<string, unknown>, companion?: Companion): Promise<PageResult<Row>> {
     const scan = scanOf(cursor, page.order)
@@ -149,7 +159,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
       const params = filterParams(spec, present, values)
       if (page.cursor !== null) return await seek(db, page.cursor, page, present, params, companion)
       if (page.offset >= NEAR_START) return await deep(db, page, present, params)
-      if (page.order === 'desc' && spec.grouped?.includes(page.sort) === true && present.every((f) => spec.walkFilters?.[page.sort]?.includes(f) === true)) {
+      if (soughtFromStart(page, present)) {
         const reach = reachFor(page.offset + page.limit, NEAR_START + MAX_LIMIT)
         return await numbered(db, `start-sought:${page.sort}:${reach}:${present.join(',')}`, () => startSoughtSql(spec, page.sort, present, reach),
           { ...params, i: BEFORE_FIRST_ID, skip: page.offset, limit: page.limit })
