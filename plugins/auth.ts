@@ -10,6 +10,7 @@ import { createUserinfoClient, type UserinfoProfile } from '../src/auth/userinfo
 import { VerifiedTokens } from '../src/auth/verified-tokens.js'
 import { stripTrailingSlash } from '../src/config.js'
 import { UnauthorizedError } from '../src/errors.js'
+import { isStorableText } from '../src/schemas/common.js'
 import type { LocalUser } from '../src/schemas/users.js'
 
 /** SPEC 2.3 / CONTRACT 4: the request-scoped caller, copied from verified claims. */
@@ -49,8 +50,10 @@ export interface AuthPluginOptions {
   /** SPEC 5.7: the x-test-user stub instead of token verification. Code only, never the environment. */
   testAuth?: boolean
   upstreamTimeoutMs?: number
-  /** Minimum interval between key-set fetches caused by unknown kids (CONTRACT 4: 30 s). */
+  /** How long after a key-set fetch a kid the set does not hold may cause another (CONTRACT 4: 30 s). Code only. */
   unknownKidIntervalMs?: number
+  /** JWKS_MAX_AGE_S: the longest a fetched key set is trusted (CONTRACT 16). */
+  jwksMaxAgeS?: number
 }
 
 const CLOCK_TOLERANCE_MS = 5000
@@ -65,7 +68,9 @@ const optionalString = (value: unknown): string | undefined => typeof value === 
 
 /** attachUser: the claims the service reads, typed. A missing role is User (CONTRACT 4). */
 export function formatUser (claims: { sub?: unknown, role?: unknown, email?: unknown, name?: unknown }): AuthenticatedUser {
-  if (typeof claims.sub !== 'string' || claims.sub.length === 0) throw new UnauthorizedError()
+  // The subject keys the local user: one PostgreSQL cannot store as sent (a NUL, a lone surrogate,
+  // which it would store as U+FFFD and so merge two subjects) identifies no one.
+  if (typeof claims.sub !== 'string' || claims.sub.length === 0 || !isStorableText(claims.sub)) throw new UnauthorizedError()
   const user: AuthenticatedUser = { sub: claims.sub, role: typeof claims.role === 'string' ? claims.role : DEFAULT_ROLE }
   const email = optionalString(claims.email)
   const name = optionalString(claims.name)
@@ -81,9 +86,14 @@ export function bearerToken (request: FastifyRequest): string | undefined {
 
 export default fp<AuthPluginOptions>(async function auth (app, opts) {
   const issuer = stripTrailingSlash(opts.issuer)
-  const resolveKey = createKeyResolver({ issuer, timeoutMs: opts.upstreamTimeoutMs, unknownKidIntervalMs: opts.unknownKidIntervalMs })
+  const resolveKey = createKeyResolver({
+    issuer,
+    timeoutMs: opts.upstreamTimeoutMs,
+    unknownKidIntervalMs: opts.unknownKidIntervalMs,
+    maxAgeMs: opts.jwksMaxAgeS === undefined ? undefined : opts.jwksMaxAgeS * 1000
+  })
   const userinfo = createUserinfoClient({ issuer, timeoutMs: opts.upstreamTimeoutMs })
-  app.addHook('onClose', async () => { await userinfo.close() })
+  app.addHook('onClose', async () => { await Promise.all([userinfo.close(), resolveKey.close()]) })
   const keyUsed = new WeakMap<FastifyRequest, { header: { alg?: unknown, kid?: unknown }, pem: string, exp: unknown }>()
 
   await app.register(fastifyJwt, {
@@ -146,9 +156,11 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
     reply.header('cache-control', 'no-store')
   }
 
-  function handleAuthError (request: FastifyRequest, reply: FastifyReply, err: unknown): never {
+  async function handleAuthError (request: FastifyRequest, reply: FastifyReply, err: unknown): Promise<never> {
     request.user = null
     request.log.info({ reason: (err as Error).message }, 'authentication failed')
+    // A refused token still counts against its address (429 past the limit): bad tokens are not free to send.
+    await app.countRefused(request, reply)
     // RFC 6750 3.1: name the scheme; add invalid_token only when a bearer token was presented
     // (no header, another scheme or an empty Bearer carry no error code).
     reply.header('www-authenticate', PRESENTED_BEARER.test(request.headers.authorization ?? '') ? 'Bearer error="invalid_token"' : 'Bearer')
@@ -160,7 +172,7 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
       await verifyJwt(request)
       attachUser(request, reply)
     } catch (err) {
-      handleAuthError(request, reply, err)
+      await handleAuthError(request, reply, err)
     }
   })
 
@@ -185,7 +197,7 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
   app.decorate('asLocalUser', function asLocalUser<T> (request: FastifyRequest, attempt: () => Promise<T | UnknownCaller>): Promise<T> {
     return provisionOnFirstUse(attempt, () => resolveLocalUser(request))
   })
-}, { name: 'auth', fastify: '5.x', dependencies: ['users'] })
+}, { name: 'auth', fastify: '5.x', dependencies: ['users', 'rate-limit'] })
 
 /** SPEC 5.7 stub: `x-test-user: {"sub":"alice","role":"Admin"}`. Anything unreadable is 401. */
 function testUser (header: string | string[] | undefined): AuthenticatedUser {

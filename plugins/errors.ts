@@ -5,7 +5,7 @@ import type { ConnectionError, FastifyBaseLogger, FastifyError, FastifyReply, Fa
 import fp from 'fastify-plugin'
 import { isWriteRefused } from '../src/db/driver-errors.js'
 import {
-  BodyTooLargeError, InvalidIdError, isExpectedUnavailable, isPublicError, LOAD_SHED_CODE, MalformedJsonError,
+  BodyTooLargeError, HEAVY_READS_FULL_CODE, InvalidIdError, isExpectedUnavailable, isPublicError, LOAD_SHED_CODE, MalformedJsonError,
   PRIMARY_UNAVAILABLE_CODE, PrimaryUnavailableError, RouteNotFoundError, UnsupportedMediaTypeError
 } from '../src/errors.js'
 import { failedParam, validationDetails } from '../src/http/validation-details.js'
@@ -32,7 +32,9 @@ const FASTIFY_ERRORS: Record<string, () => FastifyError> = {
 
 function toResponse (error: FastifyError, development: boolean): { status: number, body: ErrorBody } {
   if (error.validation !== undefined) {
-    if (error.validationContext === 'params') return toResponse(new InvalidIdError(failedParam(error.validation)), development)
+    // SPEC 7.2: an id that is not a positive integer has a sentence of its own; any other path
+    // parameter (a city) fails as a field does.
+    if (error.validationContext === 'params' && failedParam(error.validation) === 'id') return toResponse(new InvalidIdError('id'), development)
     return { status: 400, body: { error: 'Validation failed', details: validationDetails(error.validation) } }
   }
   const mapped = error.code === undefined ? undefined : FASTIFY_ERRORS[error.code]
@@ -65,8 +67,10 @@ function logFailure (error: FastifyError, status: number, log: FastifyBaseLogger
 }
 
 /** The one error handler; also used for the errors Fastify raises before routing (frameworkErrors). */
-// A promotion takes seconds; the client is told to come back after one.
+// A promotion takes seconds, and a place for an expensive read frees within about one (CONTRACT 16):
+// the client is told to come back after one.
 const RETRY_AFTER_SECONDS = '1'
+const RETRY_LATER = new Set([PRIMARY_UNAVAILABLE_CODE, HEAVY_READS_FULL_CODE])
 const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
 /**
@@ -85,7 +89,7 @@ export function createErrorHandler (development: boolean) {
     const error = primaryUnavailable(raised, request.method)
     const { status, body } = toResponse(error, development)
     logFailure(error, status, request.log)
-    if (error.code === PRIMARY_UNAVAILABLE_CODE) reply.header('retry-after', RETRY_AFTER_SECONDS)
+    if (RETRY_LATER.has(error.code)) reply.header('retry-after', RETRY_AFTER_SECONDS)
     // An error is never stored or revalidated (CONTRACT 12), whatever the route would send on success.
     return reply.code(status).header('cache-control', 'no-store').removeHeader('etag').send(body)
   }

@@ -151,17 +151,42 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
   writeGroups.subscribe(onWriteGroup)
   app.addHook('onClose', async () => { writeGroups.unsubscribe(onWriteGroup) })
 
-  // Reads that walk many rows, bounded per database handle (src/db/heavy-reads.ts): how many run,
-  // and how many wait for one of them to end.
+  // Reads that walk many rows, admitted per database handle (src/db/heavy-reads.ts, CONTRACT 16): how
+  // many run and wait, how many were refused (at once, or after their wait), and how many were given
+  // up because their client had gone (still waiting, or cancelled while running).
   register.registerMetric(new Gauge({
     name: 'db_heavy_reads',
-    help: 'Reads that walk many rows (OFFSET walks, search matches, anchor chunks), running or waiting for a slot',
+    help: 'Reads that walk many rows (OFFSET walks, search matches, anchor sets), running or waiting for a place',
     labelNames: ['state'] as const,
     registers: [],
     collect () {
       const { running, waiting } = heavyReadCounts()
       this.set({ state: 'running' }, running)
       this.set({ state: 'waiting' }, waiting)
+    }
+  }))
+  register.registerMetric(new Counter({
+    name: 'db_heavy_reads_shed_total',
+    help: 'Heavy reads answered 503: at once, every place to wait (or the client\'s share of them) taken (reason "full"), or after waiting their bounded time (reason "waited")',
+    labelNames: ['reason'] as const,
+    registers: [],
+    collect () {
+      const { shed } = heavyReadCounts()
+      this.reset()
+      this.inc({ reason: 'full' }, shed.full)
+      this.inc({ reason: 'waited' }, shed.waited)
+    }
+  }))
+  register.registerMetric(new Counter({
+    name: 'db_heavy_reads_abandoned_total',
+    help: 'Heavy reads given up because their client had gone: while waiting, never started (state "waiting"), or while running, cancelled (state "running")',
+    labelNames: ['state'] as const,
+    registers: [],
+    collect () {
+      const { abandoned } = heavyReadCounts()
+      this.reset()
+      this.inc({ state: 'waiting' }, abandoned.waiting)
+      this.inc({ state: 'running' }, abandoned.running)
     }
   }))
 

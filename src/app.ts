@@ -30,6 +30,7 @@ import moviesRoutes from '../routes/movies/index.js'
 import usersRoutes from '../routes/users/index.js'
 import weatherRoutes from '../routes/weather/index.js'
 import type { AppConfig } from './config.js'
+import { wellFormedUrl } from './http/well-formed-url.js'
 import { stdoutLines } from './logging/log-stream.js'
 import { traceIdsMixin } from './tracing/log-ids.js'
 import { SHARED_SCHEMAS } from './schemas/shared.js'
@@ -54,6 +55,8 @@ export interface BuildOptions {
 export type App = FastifyInstance
 
 export const BODY_LIMIT = 100 * 1024
+// Node's limit on a request line and headers together (its default maxHeaderSize); past it, 431.
+export const MAX_HEADER_BYTES = 16 * 1024
 
 // Server timeouts (README "Operating it"). keepAliveTimeout is above the 60 s idle timeout of common
 // load balancers, so the balancer, not the server, closes an idle connection and never reuses one
@@ -171,7 +174,13 @@ function serverOptions (config: AppConfig, options: BuildOptions, errorHandler: 
     allowErrorHandlerOverride: false,
     // A first start initialises the embedded database and applies migrations, which can take a while.
     pluginTimeout: 120_000,
-    routerOptions: { querystringParser: parseQuery },
+    // A path parameter as long as a request line can be: the router's default of 100 answered 414 to
+    // values the routes document (a 200-character city), instead of the route's own rule.
+    routerOptions: { querystringParser: parseQuery, maxParamLength: MAX_HEADER_BYTES },
+    // CONTRACT 16: the target as a well-formed URI before routing. Malformed percent-encoding becomes
+    // U+FFFD, so each route answers a bad parameter with its own 400 instead of the router's generic
+    // one; a raw character no URI holds is encoded before a header (a redirect's Location) is built from it.
+    rewriteUrl: (req) => wellFormedUrl(req.url ?? '/'),
     // A bad URL or an over-long path parameter is rejected before routing; same error shape.
     frameworkErrors: function (error, request, reply) {
       reply.header('x-request-id', request.id)
@@ -234,9 +243,10 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     watchMs: config.liveWatchMs,
     shutdownGraceMs: config.shutdownGraceMs
   })
-  await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true })
-  await app.register(rolesPlugin)
+  // The rate limit before auth, which counts refused tokens in it; it counts everything else after auth has run.
   await app.register(rateLimitPlugin, { max: config.rateLimitMax, redisUrl: config.redisUrl })
+  await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true, jwksMaxAgeS: config.jwksMaxAgeS })
+  await app.register(rolesPlugin)
   await app.register(requestLogPlugin)
   await app.register(metricsPlugin, {
     issuer: config.authIssuer,

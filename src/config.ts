@@ -13,6 +13,7 @@ const EnvSchema = Type.Object({
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   AUTH_ISSUER: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
   API_AUDIENCE: Type.String({ minLength: 1, default: 'backend-3-messages' }),
+  JWKS_MAX_AGE_S: Type.Integer({ minimum: 1, maximum: 86400, default: 600 }),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^(postgres|postgresql|memory)://' })),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
   DATABASE_STATEMENT_TIMEOUT_MS: Type.Integer({ minimum: 0, default: 10000 }),
@@ -56,6 +57,8 @@ export interface AppConfig {
   /** True when the issuer is the local development identity provider that the server starts itself. */
   devIdp: boolean
   apiAudience: string
+  /** The longest a fetched key set is trusted; after a failed fetch its keys serve one more of it (CONTRACT 16). */
+  jwksMaxAgeS: number
   /** Undefined means the embedded PGlite under ./.data/. */
   databaseUrl: string | undefined
   databasePoolSize: number
@@ -110,6 +113,7 @@ const MESSAGES: Record<string, string> = {
   HOST: 'must not be empty',
   AUTH_ISSUER: 'must be an http(s) URL',
   API_AUDIENCE: 'must not be empty',
+  JWKS_MAX_AGE_S: 'must be an integer from 1 to 86400 (seconds)',
   DATABASE_URL: 'must start with postgres://, postgresql:// or memory://',
   DATABASE_POOL_SIZE: 'must be an integer from 1 to 1000',
   DATABASE_STATEMENT_TIMEOUT_MS: 'must be a non-negative integer (milliseconds)',
@@ -219,6 +223,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     authIssuer: stripTrailingSlash(e.AUTH_ISSUER ?? DEV_IDP_URL),
     devIdp: e.AUTH_ISSUER === undefined,
     apiAudience: e.API_AUDIENCE,
+    jwksMaxAgeS: e.JWKS_MAX_AGE_S,
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,

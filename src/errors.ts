@@ -31,6 +31,7 @@ export const LOAD_SHED_CODE = 'API_LOAD_SHED'
 export const DRAINING_CODE = 'API_DRAINING'
 export const LIVE_FULL_CODE = 'API_LIVE_FULL'
 export const PRIMARY_UNAVAILABLE_CODE = 'API_PRIMARY_UNAVAILABLE'
+export const HEAVY_READS_FULL_CODE = 'API_HEAVY_READS_FULL'
 export const LoadShedError = createError(LOAD_SHED_CODE, 'Service unavailable', 503, Error, false)
 export const DrainingError = createError(DRAINING_CODE, 'Service unavailable', 503, Error, false)
 /** Every live slot of this instance is taken (LIVE_MAX_CONNECTIONS, CONTRACT 13). */
@@ -40,6 +41,17 @@ export const LiveFullError = createError(LIVE_FULL_CODE, 'Service unavailable', 
  * promotion). The outage itself is logged once, by src/db/failover/elector.ts, not per request.
  */
 export const PrimaryUnavailableError = createError(PRIMARY_UNAVAILABLE_CODE, 'Service unavailable', 503, Error, false)
+/**
+ * An expensive read (a search, a page the database must walk) found every place it may take, running
+ * or waiting, taken, or waited its bounded time for one (CONTRACT 16, src/db/heavy-reads.ts).
+ */
+export const HeavyReadsFullError = createError(HEAVY_READS_FULL_CODE, 'Service unavailable', 503, Error, false)
+/**
+ * The client left before its read was answered (its request's signal aborted): nobody receives this,
+ * and nothing failed. 499, as proxies log a client that closed its request, so that it is a client's
+ * doing in the request log and never an error line.
+ */
+export const ClientGoneError = createError('API_CLIENT_GONE', 'Client closed request', 499, Error, false)
 
 /** An upstream answered with a non-success status that the API mirrors (SPEC 4.8). */
 // Its statusCode is set per instance to the upstream's status, hence the widened type.
@@ -47,7 +59,8 @@ export const UpstreamStatusError = createError<'API_UPSTREAM_STATUS', number>('A
 
 /** A 503 answered by design: logged at debug, never as a failure. */
 export function isExpectedUnavailable (err: { code?: unknown }): boolean {
-  return err.code === LOAD_SHED_CODE || err.code === DRAINING_CODE || err.code === LIVE_FULL_CODE || err.code === PRIMARY_UNAVAILABLE_CODE
+  return err.code === LOAD_SHED_CODE || err.code === DRAINING_CODE || err.code === LIVE_FULL_CODE || err.code === PRIMARY_UNAVAILABLE_CODE ||
+    err.code === HEAVY_READS_FULL_CODE
 }
 
 export function isPublicError (err: { code?: unknown }): boolean {
@@ -56,11 +69,12 @@ export function isPublicError (err: { code?: unknown }): boolean {
 
 /**
  * A collection read's failure as SPEC 4.9 rule 4 answers it: 500 `Failed to retrieve <collection>`,
- * the driver's error as its cause. An invalid cursor stays the 400 it is.
+ * the driver's error as its cause. What is an answer rather than a failure stays what it is: an
+ * invalid cursor (400), an expensive read refused (503) or given up with its client (499).
  */
 export function retrieveFailure (collection: string): (err: unknown) => never {
   return (err) => {
-    if (err instanceof InvalidCursorError) throw err
+    if (err instanceof InvalidCursorError || err instanceof HeavyReadsFullError || err instanceof ClientGoneError) throw err
     throw new RetrieveFailedError(collection, { cause: err })
   }
 }

@@ -3,7 +3,7 @@ import type { CannonRequest } from '../load/autocannon.js'
 import type { Tokens } from '../run/caller-tokens.js'
 import type { PageExpectation, PeerVerify } from '../checks/answer-checks.js'
 import type { Oracle } from '../checks/reference-sql.js'
-import type { Target } from '../report/bench-report.js'
+import type { Measurement, Target } from '../report/bench-report.js'
 import type { Child } from '../servers/child-servers.js'
 import type { SteadyWriter } from '../load/steady-writer.js'
 
@@ -33,6 +33,18 @@ export interface Row {
   writer?: (child: Child) => SteadyWriter
   /** The row as the Platformatic peer is asked it, for the rows it has an equivalent of. */
   platformatic?: PeerRow
+  /**
+   * A row of several loads in one window, each from a client address of its own (the search flood): it
+   * runs them itself in place of `requests`, and each load is reported as a row of its own.
+   */
+  together?: (child: Child, window: { seconds: number, maxRequests: number }) => Promise<TogetherPart[]>
+}
+
+/** One load of a `together` row, as reported. */
+export interface TogetherPart {
+  key: string
+  name: string
+  measurement: Measurement
 }
 
 /**

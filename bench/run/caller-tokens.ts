@@ -10,11 +10,12 @@ export const POST_SUBJECTS = 200
 
 /**
  * `post(name)`: callers for one server or use, new subjects named after it: `sync`, the writers of the delta
- * sync catch-up, and `live-…`, the live rows' writers (bench/live/), so the POST rows still provision theirs.
+ * sync catch-up, `flood`, the writer beside the search flood, and `live-…`, the live rows' writers
+ * (bench/live/), so the POST rows still provision theirs.
  */
 export interface Tokens {
   hello: string
-  post: (target: Target | 'sync' | `live${string}`) => Promise<string[]>
+  post: (target: Target | 'sync' | 'flood' | `live${string}`) => Promise<string[]>
   /**
    * The Platformatic peer's POST callers: seeded users, each token with the id of its user. The peer has no
    * local users (it cannot provision a new subject), so every body names its author.

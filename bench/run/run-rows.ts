@@ -6,8 +6,9 @@ import { measure, type RunSettings } from './measure-row.js'
 import { platformaticPath } from '../servers/platformatic-peer.js'
 import { TARGETS, type RowReport, type SyncReport } from '../report/bench-report.js'
 import type { Row } from '../rows/row.js'
-import { errorLines, logSize } from '../servers/server-logs.js'
-import type { Servers } from '../servers/child-servers.js'
+import { errorLines, logSize, logTail } from '../servers/server-logs.js'
+import { running, type Servers } from '../servers/child-servers.js'
+import { BenchError } from './bench-error.js'
 import { settle } from '../database/wait-quiet.js'
 import { measureSync, printSync } from '../delta-sync/section.js'
 
@@ -27,8 +28,35 @@ function printRow (row: RowReport): void {
   process.stdout.write(`bench: ${row.name}: ${parts.join(', ')}\n`)
 }
 
+/** The error and load-shedding lines a server wrote since `from` (answers that came after a row stopped listening), as a problem. */
+function loggedProblems (log: string, from: number, target: string): string[] {
+  const logged = errorLines(log, from)
+  return logged.length === 0 ? [] : [`${logged.length} error or load-shedding lines in the ${target}'s log during the row; the first: ${logged[0]!.slice(0, 300)}`]
+}
+
+/** A row of several loads in one window (Row.together) on each of its servers: a report for each load. */
+async function measureTogether (row: Row, together: NonNullable<Row['together']>, servers: Servers, settings: RunSettings): Promise<RowReport[]> {
+  const reports = new Map<string, RowReport>()
+  for (const target of row.targets) {
+    const child = servers[target]!
+    const logFrom = logSize(child.log)
+    const parts = await together(child, { seconds: settings.duration, maxRequests: settings.maxRequests })
+    if (!running(child)) throw new BenchError(`the ${child.name} server exited during "${row.name}" (${child.log}):\n${logTail(child.log)}`)
+    await settle(settings.oracle)
+    parts[0]?.measurement.problems.push(...loggedProblems(child.log, logFrom, target))
+    for (const part of parts) {
+      const report = reports.get(part.key) ?? { key: part.key, name: part.name, results: {} }
+      report.results[target] = part.measurement
+      reports.set(part.key, report)
+    }
+    await sleep(300)
+  }
+  return [...reports.values()]
+}
+
 /** One row on each of its servers, after its reference row measured again on the service. */
-async function measureRow (row: Row, rows: Row[], servers: Servers, settings: RunSettings): Promise<RowReport> {
+async function measureRow (row: Row, rows: Row[], servers: Servers, settings: RunSettings): Promise<RowReport[]> {
+  if (row.together !== undefined) return await measureTogether(row, row.together, servers, settings)
   const { oracle } = settings
   const report: RowReport = { key: row.key, name: row.name, results: {}, reference: row.reference }
   // The machine's speed drifts over a run (the ceiling's /health differed 1.9× between two runs of
@@ -46,11 +74,10 @@ async function measureRow (row: Row, rows: Row[], servers: Servers, settings: Ru
     await settle(oracle)
     // Answers that come after the row has stopped listening (a statement timeout, 10 s on) are
     // seen only in the server's log.
-    const logged = errorLines(child.log, logFrom)
-    if (logged.length > 0) measured.problems.push(`${logged.length} error or load-shedding lines in the ${target}'s log during the row; the first: ${logged[0]!.slice(0, 300)}`)
+    measured.problems.push(...loggedProblems(child.log, logFrom, target))
     await sleep(300)
   }
-  return report
+  return [report]
 }
 
 export async function runRows (rows: Row[], servers: Servers, settings: RunSettings, tokens: Tokens, withSync: boolean): Promise<{ reports: RowReport[], sync?: SyncReport }> {
@@ -70,9 +97,10 @@ export async function runRows (rows: Row[], servers: Servers, settings: RunSetti
       await sleep(300)
     }
     if (row === undefined) break
-    const report = await measureRow(row, rows, servers, settings)
-    printRow(report)
-    reports.push(report)
+    for (const report of await measureRow(row, rows, servers, settings)) {
+      printRow(report)
+      reports.push(report)
+    }
   }
   return { reports, sync }
 }

@@ -5,6 +5,7 @@ import { MissingQueryError } from '../../src/errors.js'
 import { createIdempotentCreator } from '../../src/idempotency/idempotent-create.js'
 import { createRepresentation, sendJson } from '../../src/http-cache/representation.js'
 import { messageLocation } from '../../src/messages/row.js'
+import { expensiveReadUnavailable } from '../../src/openapi/document.js'
 import { SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT, SYNC_MAX_WAIT } from '../../src/schemas/messages.js'
 import { clampInteger, clampLimit } from '../../src/pages/request.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
@@ -39,10 +40,12 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       description: 'Pages by number (`page`, `limit`) or by cursor (`after`, `before`); filters combine; invalid pagination values fall back to their defaults. ' +
         'Answers carry an ETag: send it in If-None-Match to get 304 while the page is unchanged.',
       querystring: MessageListQuery,
-      response: { 200: Ref(MessagePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
+      response: { 200: Ref(MessagePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef, 503: expensiveReadUnavailable(ErrorRef) }
     }
   }, async function (request, reply) {
-    return list.send(request, reply, await messagesRepository.listPage(request.query, list.conditional(request)))
+    // Who asks, for the admission of a deep page the database must walk (CONTRACT 16).
+    const asker = { address: request.ip, signal: request.signal }
+    return list.send(request, reply, await messagesRepository.listPage(request.query, list.conditional(request), asker))
   })
 
   app.get('/search', {
@@ -52,12 +55,14 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       summary: 'Search messages by text in content or subject (public, paginated like the list)',
       description: 'Case-insensitive substring match of `q` in content or subject; a missing or blank `q` is 400.',
       querystring: MessageSearchQuery,
-      response: { 200: Ref(MessagePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
+      response: { 200: Ref(MessagePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef, 503: expensiveReadUnavailable(ErrorRef) }
     }
   }, async function (request, reply) {
     const term = request.query.q
     if (term === undefined || term.trim() === '') throw new MissingQueryError('q')
-    return search.send(request, reply, await messagesRepository.searchPage(term, request.query, search.conditional(request)))
+    // Who asks, for the admission of the term's read (CONTRACT 16).
+    const asker = { address: request.ip, signal: request.signal }
+    return search.send(request, reply, await messagesRepository.searchPage(term, request.query, search.conditional(request), asker))
   })
 
   // CONTRACT 12 and 13, delta sync: what changed since the client's token, whoever wrote it; held

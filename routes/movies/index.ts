@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { createRepresentation } from '../../src/http-cache/representation.js'
+import { expensiveReadUnavailable } from '../../src/openapi/document.js'
 import { ErrorRef, NotModified, Ref } from '../../src/schemas/common.js'
 import { MovieListQuery, MoviePageSchema } from '../../src/schemas/movies.js'
 
@@ -14,10 +15,12 @@ const movies: FastifyPluginAsyncTypebox = async function (app) {
       summary: 'List movies (the reference collection: paginated, filtered, sorted)',
       description: 'Filters combine freely; a filter with an invalid value is 400. Invalid pagination parameters fall back to their defaults.',
       querystring: MovieListQuery,
-      response: { 200: Ref(MoviePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef }
+      response: { 200: Ref(MoviePageSchema), 304: NotModified, 400: ErrorRef, 500: ErrorRef, 503: expensiveReadUnavailable(ErrorRef) }
     }
   }, async function (request, reply) {
-    return list.send(request, reply, await moviesRepository.listPage(request.query, list.conditional(request)))
+    // Who asks, for the admission of a deep page the database must walk (CONTRACT 16).
+    const asker = { address: request.ip, signal: request.signal }
+    return list.send(request, reply, await moviesRepository.listPage(request.query, list.conditional(request), asker))
   })
 }
 

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { callerScope, createRepresentation } from '../../src/http-cache/representation.js'
+import { expensiveReadUnavailable } from '../../src/openapi/document.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import { UserListQuery, UserPageSchema, UserSchema } from '../../src/schemas/users.js'
 
@@ -36,10 +37,12 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       description: 'Paginated, filtered by role, sorted like every collection. Below Admin: 403.',
       security: bearerAuth,
       querystring: UserListQuery,
-      response: { 200: Ref(UserPageSchema), 304: NotModified, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 500: ErrorRef }
+      response: { 200: Ref(UserPageSchema), 304: NotModified, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 500: ErrorRef, 503: expensiveReadUnavailable(ErrorRef) }
     }
   }, async function (request, reply) {
-    return list.send(request, reply, await usersRepository.listPage(request.query, list.conditional(request)))
+    // Who asks, for the admission of a deep page the database must walk (CONTRACT 16).
+    const asker = { address: request.ip, signal: request.signal }
+    return list.send(request, reply, await usersRepository.listPage(request.query, list.conditional(request), asker))
   })
 
   app.get('/:id', {

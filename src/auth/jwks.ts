@@ -1,143 +1,183 @@
-import { createPublicKey } from 'node:crypto'
 import buildGetJwks from 'get-jwks'
-import { Agent, request } from 'undici'
+import { Agent } from 'undici'
+import { fetchKeySet, KeyLookupError, MAX_KEYS, type KeySet } from './key-set.js'
+
+export { KeyLookupError }
 
 export interface KeyResolverOptions {
-  /** The configured AUTH_ISSUER: the only place keys are ever fetched from. */
+  /** The configured AUTH_ISSUER, without a trailing slash: the only place keys are ever fetched from. */
   issuer: string
-  /** How long a fetched key is trusted before it is fetched again. */
-  ttlMs?: number
-  /** Minimum time between two fetches caused by a kid the resolver has never seen (CONTRACT 4). */
+  /** JWKS_MAX_AGE_S in ms: how long a fetched key set is trusted; after a failed fetch, one more of it. */
+  maxAgeMs?: number
+  /** A kid the current set does not hold causes a fetch only this long after the last fetch of any kind began (CONTRACT 4: 30 s). */
   unknownKidIntervalMs?: number
   timeoutMs?: number
+  /** The clock every timing rule reads (epoch ms). */
+  now?: () => number
 }
 
 export interface KeyResolver {
-  /** The PEM public key for a token header, or an error. Never fetches from anywhere but the issuer. */
+  /** The PEM public key for a token header, or a KeyLookupError. Never fetches from anywhere but the issuer. */
   (header: { alg?: unknown, kid?: unknown }): Promise<string>
+  close: () => Promise<void>
 }
 
-export class KeyLookupError extends Error {
-  override name = 'KeyLookupError'
-}
-
-interface Jwk { kid?: string, kty?: string, alg?: string, use?: string, [key: string]: unknown }
-
-const isRsaSigningKey = (key: Jwk): boolean =>
-  key.kty === 'RSA' && (key.alg === undefined || key.alg === 'RS256') && (key.use === undefined || key.use === 'sig')
+// Failed fetches are spaced from 1 s, doubling, to 30 s: a provider back after a blip is asked again
+// soon, one that stays down is not asked on every request.
+const FIRST_RETRY_MS = 1000
+const LAST_RETRY_MS = 30_000
+const MAX_KID_LENGTH = 256
 
 /**
- * At most one key-set fetch per interval for kids never seen before. A fetch that found its key was a
- * first sight or a rotation, not a miss: it hands the window back, so a legitimate second kid is not
- * refused for the whole interval. Misses and failures keep the window.
+ * The current set's keys by kid, in get-jwks' LRU under its cache-key scheme, written only whole: each
+ * fetched set empties it and fills it again. get-jwks' getJwk is never called: it fetches the set for one
+ * kid, keeps only that key, and answers from a staleCache that outlives the key's removal. That
+ * staleCache, which the LRU feeds on every delete, is emptied with it.
  */
-class FetchWindow {
-  #last = Number.NEGATIVE_INFINITY
+class KidStore {
+  // A whole set always fits (MAX_KEYS). Trust is the resolver's to decide, by its clock: the LRU's own ttl never runs out.
+  readonly #jwks = buildGetJwks({ max: MAX_KEYS, ttl: Number.MAX_SAFE_INTEGER })
+  readonly #domain: string
+  #kids: string[] = []
 
-  constructor (private readonly intervalMs: number) {}
-
-  take (): boolean {
-    const now = Date.now()
-    if (now - this.#last < this.intervalMs) return false
-    this.#last = now
-    return true
+  constructor (issuer: string) {
+    this.#domain = `${issuer}/`
   }
 
-  release (): void {
-    this.#last = Number.NEGATIVE_INFINITY
+  replace (byKid: KeySet['byKid']): void {
+    const { cache, staleCache } = this.#jwks
+    for (const kid of this.#kids) cache.delete(this.#key(kid))
+    for (const kid of this.#kids) staleCache.delete(this.#key(kid))
+    for (const [kid, pem] of byKid) cache.set(this.#key(kid), { domain: this.#domain, alg: 'RS256', kid, pem })
+    this.#kids = [...byKid.keys()]
   }
-}
 
-/** The RS256 signing keys of the issuer's key set, fetched directly (for a token without kid). */
-async function fetchRsaKeys (domain: string, dispatcher: Agent, timeoutMs: number): Promise<Jwk[]> {
-  const response = await request(`${domain}/.well-known/jwks.json`, {
-    dispatcher,
-    signal: AbortSignal.timeout(timeoutMs),
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs
-  })
-  if (response.statusCode !== 200) {
-    await response.body.dump()
-    throw new KeyLookupError(`key set answered ${response.statusCode}`)
+  pem (kid: string): string | undefined {
+    const entry = this.#jwks.cache.get(this.#key(kid))
+    return typeof entry?.pem === 'string' ? entry.pem : undefined
   }
-  const body = await response.body.json() as { keys?: Jwk[] }
-  return (body.keys ?? []).filter(isRsaSigningKey)
+
+  #key (kid: string): string {
+    return this.#jwks.generateCacheKey('RS256', kid, this.#domain)
+  }
 }
 
 /**
- * Key lookup for RS256 tokens over get-jwks, pinned to the configured issuer. get-jwks alone refetches
- * the key set for every kid it has not cached, so kids never seen before share one fetch per interval;
- * kids that resolved once keep their normal refresh, so a flood of random kids cannot lock out real ones.
+ * The issuer's key set, cached whole and replaced whole (CONTRACT 16), as jose's createRemoteJWKSet
+ * keeps one, with a clock that can be driven and an outage rule. One fetch at a time, for one of two
+ * reasons: the set is older than the max age, or a token names a kid it does not hold and the last
+ * fetch began at least the interval ago (so a flood of random kids costs one fetch per interval, and
+ * that fetch brings in any newly published key). After a failure, none before the retry delay. Once a
+ * fetch has failed, the cached keys stay in use until twice the max age from their fetch, then none is.
  */
-export function createKeyResolver (options: KeyResolverOptions): KeyResolver {
-  const domain = options.issuer
-  const timeoutMs = options.timeoutMs ?? 5000
-  const unknownKidIntervalMs = options.unknownKidIntervalMs ?? 30_000
-  // fetch() has no timeout of its own; the dispatcher bounds every phase of the key-set request.
-  // Redirects are errors: the key set is served by the issuer itself or not at all.
-  const dispatcher = new Agent({ connectTimeout: timeoutMs, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
-  const getJwks = buildGetJwks({
-    ttl: options.ttlMs ?? 10 * 60_000,
-    max: 100,
-    fetchOptions: { redirect: 'error', dispatcher } as unknown as RequestInit
-  })
-  const knownKids = new Set<string>()
-  const pems = new WeakMap<object, string>()
-  const unknownFetches = new FetchWindow(unknownKidIntervalMs)
-  let singleKey: { pem: string, expires: number } | undefined
+class CachedKeySet {
+  readonly #store: KidStore
+  readonly #url: string
+  readonly #dispatcher: Agent
+  readonly #timeoutMs: number
+  readonly #maxAgeMs: number
+  readonly #unknownKidIntervalMs: number
+  readonly #now: () => number
+  #onlyKey: string | undefined
+  #fetchedAt = Number.NEGATIVE_INFINITY
+  #attemptedAt = Number.NEGATIVE_INFINITY
+  #failedAt = Number.NEGATIVE_INFINITY
+  #failures = 0
+  #failure: unknown
+  #pending: Promise<void> | undefined
 
-  function toPem (jwk: object): string {
-    let pem = pems.get(jwk)
-    if (pem === undefined) {
-      pem = createPublicKey({ key: jwk as import('node:crypto').JsonWebKey, format: 'jwk' }).export({ type: 'spki', format: 'pem' }).toString()
-      pems.set(jwk, pem)
-    }
-    return pem
+  constructor (options: KeyResolverOptions, dispatcher: Agent) {
+    this.#store = new KidStore(options.issuer)
+    this.#url = `${options.issuer}/.well-known/jwks.json`
+    this.#dispatcher = dispatcher
+    this.#timeoutMs = options.timeoutMs ?? 5000
+    this.#maxAgeMs = options.maxAgeMs ?? 600_000
+    this.#unknownKidIntervalMs = options.unknownKidIntervalMs ?? 30_000
+    this.#now = options.now ?? Date.now
   }
 
-  // CONTRACT 10: a token without kid is accepted only when the key set holds exactly one RS256 key.
-  async function keyWithoutKid (): Promise<string> {
-    if (singleKey !== undefined && singleKey.expires > Date.now()) return singleKey.pem
-    if (!unknownFetches.take()) throw new KeyLookupError('key set refetch throttled')
-    const keys = await fetchRsaKeys(domain, dispatcher, timeoutMs)
-    if (keys.length !== 1 || keys[0] === undefined) throw new KeyLookupError('token has no kid and the key set has several keys')
-    const pem = toPem(keys[0])
-    singleKey = { pem, expires: Date.now() + (options.ttlMs ?? 10 * 60_000) }
-    unknownFetches.release()
-    return pem
-  }
-
-  return async function resolveKey (header) {
-    // Only RS256, decided before any network access (CONTRACT 4).
+  async resolve (header: { alg?: unknown, kid?: unknown }): Promise<string> {
+    // Only RS256 and a sane kid, decided before any network access (CONTRACT 4).
     if (header.alg !== 'RS256') throw new KeyLookupError('algorithm not allowed')
-    if (header.kid === undefined) return keyWithoutKid()
-    if (typeof header.kid !== 'string' || header.kid.length === 0 || header.kid.length > 256) throw new KeyLookupError('invalid kid')
-    const kid = header.kid
-    let fetching = false
-    if (!knownKids.has(kid)) {
-      const cached = getJwks.cache.get(getJwks.generateCacheKey('RS256', kid, `${domain}/`))
-      if (cached === undefined) {
-        if (!unknownFetches.take()) throw new KeyLookupError('unknown kid, refetch throttled')
-        fetching = true
-      }
+    const { kid } = header
+    if (kid === undefined) {
+      await this.#ensureUsable()
+      if (this.#onlyKey === undefined) throw new KeyLookupError('token has no kid and the key set does not hold exactly one key')
+      return this.#onlyKey
     }
-    let jwk
-    try {
-      jwk = await getJwks.getJwk({ domain, alg: 'RS256', kid })
-    } catch (err) {
-      // A kid that no longer resolves goes back under the unknown-kid limit.
-      knownKids.delete(kid)
-      throw err
-    }
-    if (!isRsaSigningKey(jwk)) throw new KeyLookupError('key is not an RS256 signing key')
-    if (knownKids.size > 1000) knownKids.clear()
-    knownKids.add(kid)
-    const pem = toPem(jwk)
-    if (fetching) {
-      unknownFetches.release()
-      // The key set holds another key than the one trusted for kid-less tokens: no longer exactly one (CONTRACT 10).
-      if (singleKey !== undefined && singleKey.pem !== pem) singleKey = undefined
-    }
-    return pem
+    if (typeof kid !== 'string' || kid.length === 0 || kid.length > MAX_KID_LENGTH) throw new KeyLookupError('invalid kid')
+    await this.#ensureUsable()
+    const cached = this.#store.pem(kid)
+    if (cached !== undefined) return cached
+    await this.#fetchForUnknownKid()
+    const fetched = this.#usable(this.#now()) ? this.#store.pem(kid) : undefined
+    if (fetched === undefined) throw new KeyLookupError('kid not in the key set')
+    return fetched
   }
+
+  #fresh (now: number): boolean {
+    return now < this.#fetchedAt + this.#maxAgeMs
+  }
+
+  /** After a failed fetch, the keys of the last good one for one more max age. */
+  #inGrace (now: number): boolean {
+    return this.#failures > 0 && now < this.#fetchedAt + 2 * this.#maxAgeMs
+  }
+
+  #usable (now: number): boolean {
+    return this.#fresh(now) || this.#inGrace(now)
+  }
+
+  #retryAt (): number {
+    return this.#failures === 0 ? Number.NEGATIVE_INFINITY : this.#failedAt + Math.min(LAST_RETRY_MS, FIRST_RETRY_MS * 2 ** (this.#failures - 1))
+  }
+
+  /** Resolves once the set may be used, fetching it when it is due; throws when no set may be. */
+  async #ensureUsable (): Promise<void> {
+    const now = this.#now()
+    if (this.#fresh(now)) return
+    const fetching = this.#pending ?? (now >= this.#retryAt() ? this.#fetch() : undefined)
+    // In the grace after a failure the cached keys answer while the retry runs: an outage makes no request wait.
+    if (fetching !== undefined && !this.#inGrace(now)) await fetching
+    if (!this.#usable(this.#now())) throw new KeyLookupError(`key set unavailable: ${this.#failure instanceof Error ? this.#failure.message : String(this.#failure)}`)
+  }
+
+  async #fetchForUnknownKid (): Promise<void> {
+    const now = this.#now()
+    if (this.#pending === undefined && (now - this.#attemptedAt < this.#unknownKidIntervalMs || now < this.#retryAt())) return
+    await this.#fetch()
+  }
+
+  /** One fetch at a time: callers meanwhile share the one in flight. It never rejects; a failure is recorded. */
+  #fetch (): Promise<void> {
+    this.#pending ??= this.#load().finally(() => { this.#pending = undefined })
+    return this.#pending
+  }
+
+  async #load (): Promise<void> {
+    this.#attemptedAt = this.#now()
+    try {
+      const set = await fetchKeySet(this.#url, this.#dispatcher, this.#timeoutMs)
+      // Replaced whole: a key the new set no longer holds is refused from here on.
+      this.#store.replace(set.byKid)
+      this.#onlyKey = set.onlyKey
+      this.#fetchedAt = this.#now()
+      this.#failures = 0
+    } catch (err) {
+      this.#failedAt = this.#now()
+      this.#failures++
+      this.#failure = err
+    }
+  }
+}
+
+/** Key lookup for RS256 tokens against the configured issuer's key set (CONTRACT 4 and 16). */
+export function createKeyResolver (options: KeyResolverOptions): KeyResolver {
+  const timeoutMs = options.timeoutMs ?? 5000
+  // request() has no timeout of its own beyond the signal; the dispatcher bounds every phase.
+  const dispatcher = new Agent({ connectTimeout: timeoutMs, headersTimeout: timeoutMs, bodyTimeout: timeoutMs })
+  const keySet = new CachedKeySet({ ...options, timeoutMs }, dispatcher)
+  return Object.assign(async (header: { alg?: unknown, kid?: unknown }) => await keySet.resolve(header), {
+    close: async () => await dispatcher.close()
+  })
 }

@@ -73,6 +73,55 @@ const MIGRATION_LOCK_KEY = 7_300_452_031
  */
 export const reconnectDelaySeconds = (retries: number): number => (0.5 + Math.random() / 2) * Math.min(3 ** retries / 100, 1)
 
+/** A query of the postgres driver as the service runs it: awaited, or read as values or raw bytes, and cancellable. */
+export interface CancellableQuery<T = unknown> extends PromiseLike<T> {
+  cancel: () => void
+}
+
+// What postgres.js 3.4 keeps on a query, read by cancelQuery: the backend it was sent to (null until
+// then) and the function that sends its CancelRequest.
+interface QueryInternals {
+  state?: unknown
+  canceller?: ((query: unknown) => Promise<unknown>) | null
+}
+
+/** How often a query cancelled before it was sent looks again whether it has been. */
+const UNSENT_CANCEL_MS = 5
+/** How long a cancelled statement may go on before its CancelRequest is sent again. */
+const CANCEL_AGAIN_MS = 200
+
+/**
+ * Stops a query of the postgres driver: one running gets a CancelRequest, sent on a connection of its
+ * own (not one of the pool), and fails with 57014. PostgreSQL ignores a CancelRequest that finds the
+ * backend still reading its command, so one that overtook the statement it was for is sent again
+ * while that statement goes on. Two things of postgres.js 3.4 are worked around. Its cancel() drops
+ * the promise of the CancelRequest, which rejects when the server cannot be reached (a failover): with
+ * nothing to catch it the process would stop, so it is caught here. And a query not yet sent that
+ * opens a new connection of the pool is never sent once cancelled, but that connection is then never
+ * released either: a query not yet sent is cancelled once it has been, which is at once for a
+ * statement of a transaction (its connection is held) and as soon as the pool has a connection for it
+ * otherwise. `settled` tells when the query has ended and needs nothing more.
+ */
+export function cancelQuery (query: { cancel: () => unknown }, settled: () => boolean = () => false): void {
+  const internals = query as QueryInternals
+  if (!('canceller' in internals)) {
+    // Not the driver's own query: the wrapper of retryStaleSessionErrors, which cancels its own.
+    query.cancel()
+    return
+  }
+  const canceller = internals.canceller
+  if (typeof canceller !== 'function') return
+  // Taken, so that the driver's own cancel() does nothing more.
+  internals.canceller = null
+  const send = (): void => {
+    if (settled()) return
+    const sent = internals.state !== null && internals.state !== undefined
+    if (sent) canceller(query).catch(() => {})
+    setTimeout(send, sent ? CANCEL_AGAIN_MS : UNSENT_CANCEL_MS).unref()
+  }
+  send()
+}
+
 /**
  * postgres.js 3.4 keeps the FATAL error of a session that ended while a query was in flight, and
  * rejects the first query on that connection after it reconnects with it, although that query was
@@ -81,32 +130,40 @@ export const reconnectDelaySeconds = (retries: number): number => (0.5 + Math.ra
  * was never run by a live session, so it is sent once more; other failures (a query that was running
  * when its connection was cut gets CONNECTION_CLOSED) are passed on unchanged. Transactions (`begin`)
  * are not wrapped. Each statement, its retry included, is one span when the work it runs for is
- * traced (statement-spans.ts).
+ * traced (statement-spans.ts). A query is cancelled with its `cancel` (cancelQuery), which also keeps
+ * a retry from being sent.
  */
 function retryStaleSessionErrors (client: postgres.Sql, server: StatementServer | undefined): postgres.Sql {
   type Query = ReturnType<postgres.Sql['unsafe']>
-  const once = <T>(start: () => Query, finish: (query: Query) => Promise<T>): Promise<T> =>
-    finish(start()).catch((err: unknown) => {
-      if (isSessionEnded(err)) return finish(start())
-      throw err
-    })
   return new Proxy(client, {
     get (target, property, receiver) {
       if (property !== 'unsafe') return Reflect.get(target, property, receiver)
       // drizzle awaits the query itself or its .values(), rawStatement its .raw(). A postgres.js query
       // starts only when awaited, so this one does too, and every way of reading it is retried alike.
       return (...args: Parameters<postgres.Sql['unsafe']>) => {
-        const start = (): Query => target.unsafe(...args)
+        let started: Query | undefined
+        let cancelled = false
+        let settled = false
+        const start = (): Query => (started = target.unsafe(...args))
+        const once = <T>(finish: (query: Query) => Promise<T>): Promise<T> =>
+          finish(start()).catch((err: unknown) => {
+            if (isSessionEnded(err) && !cancelled) return finish(start())
+            throw err
+          }).finally(() => { settled = true })
         const traced = <T>(finish: (query: Query) => Promise<T>): Promise<T> =>
-          server === undefined ? once(start, finish) : traceStatement(args[0], server, () => once(start, finish))
+          server === undefined ? once(finish) : traceStatement(args[0], server, () => once(finish))
         let rows: Promise<unknown> | undefined
-        const query = {
-          then (resolve?: (value: unknown) => unknown, reject?: (reason: unknown) => unknown) {
-            rows ??= traced(async (started) => await started)
+        const query: CancellableQuery & { values: () => Promise<unknown>, raw: () => Promise<unknown> } = {
+          then (resolve, reject) {
+            rows ??= traced(async (running) => await running)
             return rows.then(resolve, reject)
           },
-          values: () => traced(async (started) => await started.values()),
-          raw: () => traced(async (started) => await started.raw())
+          values: () => traced(async (running) => await running.values()),
+          raw: () => traced(async (running) => await running.raw()),
+          cancel () {
+            cancelled = true
+            if (started !== undefined) cancelQuery(started, () => settled)
+          }
         }
         return query as unknown as Query
       }

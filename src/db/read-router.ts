@@ -1,3 +1,4 @@
+import { isPublicError } from '../errors.js'
 import type { Database } from './client.js'
 import { isUnreachable } from './driver-errors.js'
 
@@ -55,6 +56,9 @@ export function createReadRouter (primary: Database, replicas: readonly Database
     try {
       return await run(replica)
     } catch (err) {
+      // An answer of the service's own (an invalid cursor, expensive reads full, a client gone) is the
+      // read's outcome, not a fault of the replica: the primary would only answer it again.
+      if (isPublicError(err as { code?: unknown })) throw err
       const down = isUnreachable(err)
       if (down) downUntil[index] = now() + backoffMs
       options.onReplicaError?.({ replica: index, down, err })

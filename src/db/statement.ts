@@ -1,11 +1,35 @@
 import { fillPlaceholders, type SQL } from 'drizzle-orm'
 import { PgDialect, type PgPreparedQuery, type PreparedQueryConfig } from 'drizzle-orm/pg-core'
-import type { Database } from './client.js'
+import { cancelQuery, type CancellableQuery, type Database } from './client.js'
 
 const dialect = new PgDialect()
 
-/** A statement built once and run many times: `params` fill its `sql.placeholder()`s. */
-export type Statement<Row> = (db: Database, params: Record<string, unknown>) => Promise<Row[]>
+/**
+ * A statement built once and run many times: `params` fill its `sql.placeholder()`s. With `signal`,
+ * it is not started once the signal has aborted, and is cancelled when it aborts while it runs.
+ */
+export type Statement<Row> = (db: Database, params: Record<string, unknown>, signal?: AbortSignal) => Promise<Row[]>
+
+type Unsafe = (query: string, params: unknown[], options: { prepare: boolean }) => CancellableQuery<unknown[]>
+
+/** The postgres driver's client of a handle or of a transaction (a session's), or undefined on PGlite. */
+function postgresClientOf (db: Database): { unsafe: Unsafe } | undefined {
+  const client = (db._.session as unknown as { client?: { unsafe?: unknown } }).client
+  return typeof client?.unsafe === 'function' ? client as { unsafe: Unsafe } : undefined
+}
+
+/** Runs `query` (not started yet) unless `signal` has aborted, and cancels it if it aborts before the answer. */
+async function untilAborted<T> (query: CancellableQuery<T>, signal: AbortSignal): Promise<T> {
+  let settled = false
+  const cancel = (): void => { cancelQuery(query, () => settled) }
+  signal.addEventListener('abort', cancel, { once: true })
+  try {
+    return await query
+  } finally {
+    settled = true
+    signal.removeEventListener('abort', cancel)
+  }
+}
 
 /**
  * Turns SQL into a named prepared statement, rendered once and prepared once per database handle
@@ -16,7 +40,14 @@ export type Statement<Row> = (db: Database, params: Record<string, unknown>) => 
 export function statement<Row> (name: string, query: SQL): Statement<Row> {
   const rendered = dialect.sqlToQuery(query)
   const prepared = new WeakMap<Database, PgPreparedQuery<PreparedQueryConfig>>()
-  return async function run (db, params) {
+  return async function run (db, params, signal) {
+    if (signal !== undefined) {
+      signal.throwIfAborted()
+      // Sent through the session's client, as drizzle's prepared query sends it, to keep the query it
+      // makes, which can be cancelled. PGlite cannot cancel one: a statement started runs to its end.
+      const client = postgresClientOf(db)
+      if (client !== undefined) return await untilAborted(client.unsafe(rendered.sql, fillPlaceholders(rendered.params, params), { prepare: true }), signal) as Row[]
+    }
     let query = prepared.get(db)
     if (query === undefined) {
       query = db._.session.prepareQuery(rendered, undefined, name, false)

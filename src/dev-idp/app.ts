@@ -7,7 +7,7 @@ import { Ajv } from 'ajv'
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import { validationDetails } from '../http/validation-details.js'
 import { DEFAULT_KEYS_DIR, loadOrCreateKeys, type DevIdpKeys } from './keys.js'
-import { createCodeStore, createOriginPolicy, type OriginPolicy } from './oauth.js'
+import { createCodeStore, createOriginPolicy, isLoopbackHost, type OriginPolicy } from './oauth.js'
 import { bodyTypeConstraint, registerOAuthRoutes } from './oauth-routes.js'
 import { createTokenSigner, TokenRequestSchema, TokenResponseSchema, verifyOwnToken, type TokenSignerOptions } from './tokens.js'
 
@@ -148,6 +148,11 @@ export async function buildDevIdp (options: DevIdpOptions): Promise<FastifyInsta
     routerOptions: { constraints: { bodyType: bodyTypeConstraint } },
     // A malformed URL never reaches the error handler otherwise, and Fastify's own body names its internals.
     frameworkErrors: handleError
+  })
+  // CONTRACT 16: answered only under a loopback name, first of all (CORS preflights included), so a
+  // page on another site cannot reach it through DNS rebinding and mint tokens of any role.
+  idp.addHook('onRequest', async function (request, reply) {
+    if (!isLoopbackHost(request.headers.host)) return await reply.code(421).send({ error: 'Misdirected request' })
   })
   // JSON, and form bodies for the OAuth routes; a text body is 415, not a validation error.
   idp.removeContentTypeParser(['text/plain'])

@@ -1,5 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { DEFAULT_ROLE, isRole, ROLES, type Role } from '../auth/roles.js'
+import { isStorableText } from '../schemas/common.js'
 
 // The OAuth 2.0 authorization-code grant with PKCE (RFC 6749 section 4.1, RFC 7636) as the
 // development identity provider speaks it, so Swagger UI can sign in by itself. Everything here
@@ -25,6 +26,15 @@ export interface OAuthError {
 export type OriginPolicy = (origin: string) => boolean
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]'])
+
+/**
+ * A Host header that names a loopback host, with or without a port (`localhost:3002`, `[::1]`). A
+ * page on another site that points its own name at 127.0.0.1 (DNS rebinding) sends that name.
+ */
+export function isLoopbackHost (host: string | undefined): boolean {
+  const name = host === undefined ? undefined : /^(.*?)(?::\d{1,5})?$/.exec(host.toLowerCase())?.[1]
+  return name !== undefined && LOOPBACK_HOSTS.has(name)
+}
 
 function parseHttpUrl (value: string): URL | undefined {
   if (!URL.canParse(value)) return undefined
@@ -206,6 +216,7 @@ export function checkChosenClaims (params: Params): ClaimsCheck {
   if (!once('role') || !isRole(role)) problems.push(`Role must be one of ${ROLES.join(', ')}`)
   if (!once('name') || name.length > 200) problems.push('Name must be at most 200 characters')
   if (!once('email') || email.length > 254) problems.push('Email must be at most 254 characters')
+  if (![sub, name, email].every(isStorableText)) problems.push('Subject, name and email must be valid Unicode text without NUL characters')
   if (problems.length > 0 || !isRole(role)) return { ok: false, fields, problems }
   return { ok: true, claims: { sub, role, ...(name === '' ? {} : { name }), ...(email === '' ? {} : { email }) } }
 }

@@ -1,15 +1,17 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { jwtVerify, SignJWT, type JWTPayload } from 'jose'
+import { DbText } from '../schemas/common.js'
 import { KEY_ALG, type DevIdpKeys } from './keys.js'
 
 export const DEFAULT_EXPIRES_IN = 3600
 export const MAX_EXPIRES_IN = 86400
 
+// The claims a local user is stored from are text PostgreSQL can hold (DbText): no NUL, no lone surrogate.
 export const TokenRequestSchema = Type.Object({
-  sub: Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' }),
+  sub: DbText({ required: true, maxLength: 200 }),
   role: Type.String({ minLength: 1, maxLength: 50, pattern: '\\S' }),
-  email: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
-  name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  email: Type.Optional(DbText({ minLength: 1, maxLength: 254 })),
+  name: Type.Optional(DbText({ minLength: 1, maxLength: 200 })),
   aud: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   expiresIn: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_EXPIRES_IN, default: DEFAULT_EXPIRES_IN }))
 })

@@ -45,8 +45,9 @@ function describe (error: VerboseError, field: string): string {
       return `${field} must be of type ${expected}`
     }
     case 'pattern':
-      // A text column cannot hold U+0000 (src/schemas/common.ts DbText).
+      // A text column cannot hold U+0000 nor a lone surrogate (src/schemas/common.ts DbText).
       if (typeof error.data === 'string' && error.data.includes('\u0000')) return `${field} must not contain the NUL character`
+      if (typeof error.data === 'string' && !error.data.isWellFormed()) return `${field} must be valid Unicode text`
       return blankOrInvalid(schema, field)
     case 'minLength':
       return blankOrInvalid(schema, field)

@@ -20,15 +20,46 @@ export function parseIdempotencyKey (header: string | string[] | undefined): str
   return header
 }
 
-/** The value as JSON with every object's members in key order: equal JSON values, equal text. */
+/** What is left to write of a value: a value, or the text between two values. */
+type Pending = { value: unknown } | { text: string }
+
+/**
+ * The value as JSON with every object's members in key order: equal JSON values, equal text. Written
+ * from a stack of what is left, not by recursion, so a body nested as deep as the body limit allows
+ * (some 50,000 arrays) cannot overflow the call stack (JSON.stringify cannot take it either).
+ */
 export function canonicalJson (value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
-  if (value !== null && typeof value === 'object') {
-    const record = value as Record<string, unknown>
-    const members = Object.keys(record).sort().filter((key) => record[key] !== undefined)
-    return `{${members.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(',')}}`
+  const parts: string[] = []
+  const pending: Pending[] = [{ value }]
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if ('text' in next) {
+      parts.push(next.text)
+      continue
+    }
+    const current = next.value
+    if (Array.isArray(current)) {
+      parts.push('[')
+      pending.push({ text: ']' })
+      // Pushed last first, so they come off the stack in order.
+      for (let i = current.length - 1; i >= 0; i--) {
+        pending.push({ value: current[i] })
+        if (i > 0) pending.push({ text: ',' })
+      }
+    } else if (current !== null && typeof current === 'object') {
+      const record = current as Record<string, unknown>
+      const members = Object.keys(record).sort().filter((key) => record[key] !== undefined)
+      parts.push('{')
+      pending.push({ text: '}' })
+      for (let i = members.length - 1; i >= 0; i--) {
+        const key = members[i]!
+        pending.push({ value: record[key] }, { text: `${JSON.stringify(key)}:` })
+        if (i > 0) pending.push({ text: ',' })
+      }
+    } else {
+      parts.push(JSON.stringify(current) ?? 'null')
+    }
   }
-  return JSON.stringify(value) ?? 'null'
+  return parts.join('')
 }
 
 /**

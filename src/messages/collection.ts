@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { MESSAGE_CHANGE_LOG } from '../db/change-log.js'
 import type { Database } from '../db/client.js'
+import type { Asker } from '../db/heavy-reads.js'
 import { PRIORITY_VALUES } from '../db/schema.js'
 import { createCollectionReader } from '../pages/reader.js'
 import { toPage, type Page } from '../pages/page.js'
@@ -43,15 +44,15 @@ export const MESSAGE_COLLECTION: CollectionSpec<MessageSort, ReaderFilter> = {
 
 export const messageReader = createCollectionReader<MessageSort, ReaderFilter, MessageRow>(MESSAGE_COLLECTION)
 
-/** A page of the list, with its cursors. */
-export async function readMessagePage (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<Page<Message>> {
-  return toPage(await readMessages(target, filters, page), page)
+/** A page of the list, with its cursors, for `asker`. */
+export async function readMessagePage (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>, asker: Asker): Promise<Page<Message>> {
+  return toPage(await readMessages(target, filters, page, asker), page)
 }
 
 /** The rows of a page, from the shared reader. */
-async function readMessages (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>): Promise<PageResult<Message>> {
+async function readMessages (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>, asker: Asker): Promise<PageResult<Message>> {
   // With a priority filter, every row has the same priority: the order is by id alone.
   if (page.sort === 'priority' && filters.priority !== undefined) page = { ...page, sort: 'id', order: 'asc' }
-  const { rows, ...rest } = await messageReader.read(target, filters as FilterValues<ReaderFilter>, page)
+  const { rows, ...rest } = await messageReader.read(target, filters as FilterValues<ReaderFilter>, page, asker)
   return { rows: rows.map(toMessage), ...rest }
 }

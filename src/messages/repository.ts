@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
+import type { Asker } from '../db/heavy-reads.js'
 import type { ReadRouter } from '../db/read-router.js'
 import { statement } from '../db/statement.js'
 import { retrieveFailure } from '../errors.js'
@@ -52,17 +53,23 @@ export function createMessagesRepository (db: Database, reads: ReadRouter = asyn
   }
 
   return {
-    /** GET /v2/messages: the page the query asks for, or 304 when the client's copy is current (CONTRACT 7, 12). */
-    async listPage (query: MessageListQuery, conditional: Conditional): Promise<Revalidated<Page<Message>>> {
+    /**
+     * GET /v2/messages: the page the query asks for, or 304 when the client's copy is current (CONTRACT 7,
+     * 12). A deep page the database must walk is a heavy read for `asker` (CONTRACT 16).
+     */
+    async listPage (query: MessageListQuery, conditional: Conditional, asker: Asker): Promise<Revalidated<Page<Message>>> {
       const page = pageRequest('messages', query, MESSAGE_SORT_FIELDS)
-      return await reads((target) => pages.revalidate(target, pageKey('list', query, page), conditional, async () => await readMessagePage(target, query, page)))
+      return await reads((target) => pages.revalidate(target, pageKey('list', query, page), conditional, async () => await readMessagePage(target, query, page, asker)))
         .catch(failedRetrieving)
     },
 
-    /** GET /v2/messages/search: case-insensitive substring match on content and subject, then paged as the list. */
-    async searchPage (term: string, query: MessageSearchQuery, conditional: Conditional): Promise<Revalidated<Page<Message>>> {
+    /**
+     * GET /v2/messages/search: case-insensitive substring match on content and subject, then paged as the
+     * list. Reading a term's matches is a heavy read for `asker` (CONTRACT 16).
+     */
+    async searchPage (term: string, query: MessageSearchQuery, conditional: Conditional, asker: Asker): Promise<Revalidated<Page<Message>>> {
       const page = pageRequest('messages', query, MESSAGE_SORT_FIELDS)
-      return await reads((target) => pages.revalidate(target, pageKey('search', query, page, term), conditional, async () => await search.page(target, term, query, page)))
+      return await reads((target) => pages.revalidate(target, pageKey('search', query, page, term), conditional, async () => await search.page(target, term, query, page, asker)))
         .catch(failedRetrieving)
     },
 

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement } from '../db/statement.js'
 import { isoTimestamp } from '../pages/spec.js'
-import { MESSAGE_COLUMNS, MESSAGES_PATH, messageJsonSql, toMessage, type MessageRow } from './row.js'
+import { MESSAGES_PATH, messageJsonSql, toMessage, type MessageRow } from './row.js'
 import type { IdempotentWrite, KeyedOutcome } from '../idempotency/write.js'
 import { groupWritten } from './write-groups.js'
 import type { Message, NewMessage } from '../schemas/messages.js'
@@ -25,20 +25,33 @@ interface Pending {
   reject: (err: unknown) => void
 }
 
-type WrittenRow = MessageRow & { subject_id: string }
+// A message id drawn ahead of its insert. The sequence is looked up once per statement (an InitPlan),
+// not once per row as a bare pg_get_serial_sequence() would be.
+const NEXT_ID = sql.raw("nextval((SELECT pg_get_serial_sequence('messages', 'id')::regclass))")
+
+/** A written message with the place of its create in the group (1-based, as WITH ORDINALITY counts). */
+type WrittenRow = MessageRow & { ord: number }
 
 // The author is found by subject in the same statement: a create costs one round trip, and a caller
-// without a local user yet simply gets no row back.
+// without a local user yet simply gets no row back. Rows are told apart by the ordinality of their
+// input, never by their content: the database may store another text than the one sent. Ids are
+// drawn first so each returned row carries its input's place.
 const insertGroup = statement<WrittenRow>('messages_insert', sql`
   WITH input AS (
     SELECT * FROM unnest(${sql.placeholder('subjectIds')}::text[], ${sql.placeholder('contents')}::text[],
       ${sql.placeholder('subjects')}::text[], ${sql.placeholder('priorities')}::text[]) WITH ORDINALITY
       AS i(subject_id, content, subject, priority, ord)),
+  prepared AS MATERIALIZED (
+    SELECT ${NEXT_ID} AS id, i.ord, i.content, i.subject,
+      i.priority::message_priority AS priority, u.id AS author_id, u.name AS author_name
+    FROM input i JOIN users u ON u.subject_id = i.subject_id),
   inserted AS (
-    INSERT INTO messages (content, subject, priority, author_id)
-    SELECT i.content, i.subject, i.priority::message_priority, u.id FROM input i JOIN users u ON u.subject_id = i.subject_id ORDER BY i.ord
+    INSERT INTO messages (id, content, subject, priority, author_id) OVERRIDING SYSTEM VALUE
+    SELECT p.id, p.content, p.subject, p.priority, p.author_id FROM prepared p ORDER BY p.id
     RETURNING id, content, subject, priority, author_id, created_at)
-  SELECT ${MESSAGE_COLUMNS}, u.subject_id FROM inserted m JOIN users u ON u.id = m.author_id`)
+  SELECT p.ord::float8 AS ord, m.id::float8 AS id, m.content, m.subject, m.priority::text AS priority,
+    m.author_id::float8 AS author_id, p.author_name, ${sql.raw(isoTimestamp('m.created_at'))} AS created_at
+  FROM inserted m JOIN prepared p ON p.id = m.id`)
 
 type KeyedRow = MessageRow & { ord: number, written: boolean, body: string | null, location: string | null }
 
@@ -55,7 +68,7 @@ const insertKeyedGroup = statement<KeyedRow>('messages_insert_keyed', sql`
       ${sql.placeholder('keys')}::text[], ${sql.placeholder('fingerprints')}::text[]) WITH ORDINALITY
       AS i(subject_id, content, subject, priority, key, fingerprint, ord)),
   prepared AS MATERIALIZED (
-    SELECT nextval(pg_get_serial_sequence('messages', 'id')) AS id, i.ord, i.subject_id, i.content, i.subject,
+    SELECT ${NEXT_ID} AS id, i.ord, i.subject_id, i.content, i.subject,
       i.priority::message_priority AS priority, i.key, i.fingerprint, u.id AS author_id, u.name AS author_name, now() AS created_at
     FROM input i JOIN users u ON u.subject_id = i.subject_id),
   stored AS (
@@ -76,8 +89,8 @@ const insertKeyedGroup = statement<KeyedRow>('messages_insert_keyed', sql`
     p.author_name, ${sql.raw(isoTimestamp('p.created_at'))} AS created_at
   FROM prepared p LEFT JOIN inserted m ON m.id = p.id LEFT JOIN stored s ON s.message_id = p.id`)
 
-const matchKey = (subjectId: string, content: string, subject: string | null, priority: string) =>
-  JSON.stringify([subjectId, content, subject, priority])
+/** The rows of a group by the place of their create in it; a create without a row had no local user. */
+const byOrdinality = <Row extends { ord: number }>(rows: Row[]): Map<number, Row> => new Map(rows.map((row) => [row.ord, row]))
 
 const columns = (group: Pending[]) => ({
   subjectIds: group.map((p) => p.subjectId),
@@ -96,19 +109,11 @@ export function createMessageWriter (db: Database, options: MessageWriterOptions
   let inFlight = 0
 
   async function writePlain (group: Pending[]): Promise<void> {
-    const rows = await insertGroup(db, columns(group))
-    // Returned rows are matched to callers by value: equal requests are interchangeable.
-    const byValue = new Map<string, WrittenRow[]>()
-    for (const row of rows) {
-      const key = matchKey(row.subject_id, row.content, row.subject, row.priority)
-      const list = byValue.get(key)
-      if (list === undefined) byValue.set(key, [row])
-      else list.push(row)
-    }
-    for (const p of group) {
-      const row = byValue.get(matchKey(p.subjectId, p.content, p.subject, p.priority))?.shift()
+    const rows = byOrdinality(await insertGroup(db, columns(group)))
+    group.forEach((p, index) => {
+      const row = rows.get(index + 1)
       p.resolve(row === undefined ? null : toMessage(row))
-    }
+    })
   }
 
   async function writeKeyed (group: Pending[]): Promise<void> {
@@ -118,7 +123,7 @@ export function createMessageWriter (db: Database, options: MessageWriterOptions
       fingerprints: group.map((p) => p.idempotency?.fingerprint ?? null),
       ttlHours: options.idempotencyTtlHours
     })
-    const byOrd = new Map(rows.map((row) => [row.ord, row]))
+    const byOrd = byOrdinality(rows)
     group.forEach((p, index) => {
       const row = byOrd.get(index + 1)
       if (row === undefined) return p.resolve(null)

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
+import type { Asker } from '../db/heavy-reads.js'
 import type { ReadRouter } from '../db/read-router.js'
 import { retrieveFailure } from '../errors.js'
 import type { Conditional, Revalidated } from '../http-cache/entity-tag.js'
@@ -41,12 +42,12 @@ const failedRetrieving = retrieveFailure('movies')
 export function createMoviesRepository (db: Database, reads: ReadRouter = async (run) => run(db)) {
   const pages = new VersionedCache<Page<Movie>>(['movies'], MOVIE_PAGE_BYTES, pageSize)
   return {
-    /** GET /v2/movies: the page the query asks for, or 304 when the client's copy is current. */
-    async listPage (query: MovieListQuery, conditional: Conditional): Promise<Revalidated<Page<Movie>>> {
+    /** GET /v2/movies: the page the query asks for, or 304 when the client's copy is current; a walk is a heavy read for `asker`. */
+    async listPage (query: MovieListQuery, conditional: Conditional, asker: Asker): Promise<Revalidated<Page<Movie>>> {
       const page = pageRequest('movies', query, MOVIE_SORT_FIELDS)
       const filters: MovieFilters = { genre: query.genre, year: query.year, minRating: query.minRating }
       const key = JSON.stringify([filters.genre, filters.year, filters.minRating, page])
-      return await reads((target) => pages.revalidate(target, key, conditional, async () => toPage(await reader.read(target, filters, page), page)))
+      return await reads((target) => pages.revalidate(target, key, conditional, async () => toPage(await reader.read(target, filters, page, asker), page)))
         .catch(failedRetrieving)
     }
   }

@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import type { FastifySchema } from 'fastify'
-import { DOCUMENTED_ENUM, DOCUMENTED_REQUIRED, ErrorSchema } from '../schemas/common.js'
+import { DOCUMENTED_ENUM, DOCUMENTED_MAX_LENGTH, DOCUMENTED_REQUIRED, ErrorSchema } from '../schemas/common.js'
 
 // What every operation of the OpenAPI document says beyond its own route schema, decided here once:
 // the statuses and headers the service-wide plugins add (rate limit, load shedding, body parsing,
@@ -29,6 +30,17 @@ const RATE_LIMIT_HEADERS = {
   'X-RateLimit-Reset': integerHeader('Seconds until the current minute ends', 42)
 }
 const RETRY_AFTER = { 'Retry-After': integerHeader('Seconds to wait before retrying', 1) }
+
+/**
+ * The 503 of an expensive read (CONTRACT 16: a search, a page the database must walk), for the route
+ * schemas of those reads: beside overload, every place such reads may take, running or waiting, is taken.
+ */
+export const expensiveReadUnavailable = <T extends TSchema>(error: T) => Type.Unsafe<Static<T>>({
+  ...error,
+  description: 'Service unavailable: overloaded, or too many expensive reads (searches, pages the database must walk) running and waiting, ' +
+    'from this address or from all; answered at once; retry after Retry-After seconds',
+  headers: RETRY_AFTER
+})
 const VALIDATORS = {
   ETag: { type: 'string', description: 'The version of this representation: send it back in If-None-Match to get 304 while it is current', examples: ['"2a-1f3c9e7b"'] },
   'Cache-Control': { type: 'string', description: 'Store, but revalidate before each use', examples: ['no-cache'] }
@@ -37,6 +49,10 @@ const LINK = { Link: { type: 'string', description: 'RFC 8288 links to the first
 
 const withHeaders = (response: JsonSchema, headers: Record<string, unknown>): JsonSchema =>
   ({ ...response, headers: { ...(response.headers as Record<string, unknown> | undefined), ...headers } })
+
+// What Node's HTTP server answers itself, before any route (plugins/errors.ts clientErrorHandler).
+const MALFORMED_REQUEST = 'Malformed request: refused by the HTTP server before any route runs'
+const SERVER_REFUSALS: Record<string, string> = { [MALFORMED_REQUEST]: STATUS_CODES[400]!, 431: STATUS_CODES[431]! }
 
 const errorResponse = (description: string, headers?: Record<string, unknown>): JsonSchema =>
   ({ $ref: ERROR_ID, description, ...(headers === undefined ? {} : { headers }) })
@@ -55,15 +71,15 @@ function documentSecurity (security: SecurityRequirement[] | undefined, alsoSign
 /** A page of a collection: its shared schema is named `...Page` (pageSchema). */
 const isPage = (response: JsonSchema | undefined) => typeof response?.$ref === 'string' && response.$ref.endsWith('Page')
 
-/** Query parameters as documented: DOCUMENTED_ENUM becomes the enum, DOCUMENTED_REQUIRED required. */
+/** Query parameters as documented: DOCUMENTED_ENUM becomes the enum, DOCUMENTED_REQUIRED required, DOCUMENTED_MAX_LENGTH the maxLength. */
 function documentQuery (querystring: JsonSchema): JsonSchema {
   const properties = querystring.properties as Record<string, JsonSchema> | undefined
   if (properties === undefined) return querystring
   const documented: Record<string, JsonSchema> = {}
   const required = new Set(querystring.required as string[] | undefined)
   for (const [name, property] of Object.entries(properties)) {
-    const { [DOCUMENTED_ENUM]: values, [DOCUMENTED_REQUIRED]: needed, ...rest } = property
-    documented[name] = values === undefined ? rest : { ...rest, enum: values }
+    const { [DOCUMENTED_ENUM]: values, [DOCUMENTED_REQUIRED]: needed, [DOCUMENTED_MAX_LENGTH]: maxLength, ...rest } = property
+    documented[name] = { ...rest, ...(values === undefined ? {} : { enum: values }), ...(maxLength === undefined ? {} : { maxLength }) }
     if (needed === true) required.add(name)
   }
   return { ...querystring, properties: documented, ...(required.size > 0 ? { required: [...required] } : {}) }
@@ -99,11 +115,10 @@ export function documentOperation (routeSchema: FastifySchema, route: { config?:
       : errorResponse('Overloaded: the request was shed at once; retry after Retry-After seconds', RETRY_AFTER)
   }
   responses['500'] ??= errorResponse('Internal server error')
-  // Node's HTTP server refuses a malformed request or oversized headers before any route runs, on any
-  // path: said where the operation has no client error of its own (the probes).
-  if (!Object.keys(responses).some((status) => status.startsWith('4'))) {
-    responses['4XX'] = { type: 'null', description: 'The HTTP server refused the request itself: malformed (400) or headers over 16 KiB (431); no body' }
-  }
+  // Node's HTTP server refuses a malformed request, or a request line and headers over 16 KiB, before
+  // any route runs, on any path, in the same { error } shape (plugins/errors.ts clientErrorHandler).
+  responses['400'] ??= errorResponse(MALFORMED_REQUEST)
+  responses['431'] ??= errorResponse('Request header fields too large: the request line and headers together are over 16 KiB')
   const ok = responses['200']
   if (responses['304'] !== undefined && ok !== undefined) {
     responses['200'] = withHeaders(ok, isPage(ok) ? { ...VALIDATORS, ...LINK } : VALIDATORS)
@@ -159,7 +174,10 @@ export function finishDocument<T extends object> (document: T): T {
         }
         const media = response.content?.['application/json']
         if (media === undefined || media.example !== undefined || media.examples !== undefined) continue
-        const example = status !== '400' && media.schema?.$ref === ERROR_REF ? { error: response.description } : exampleOf(media)
+        const refusal = SERVER_REFUSALS[response.description ?? ''] ?? SERVER_REFUSALS[status]
+        const example = refusal !== undefined
+          ? { error: refusal }
+          : status !== '400' && media.schema?.$ref === ERROR_REF ? { error: response.description } : exampleOf(media)
         if (example !== undefined) media.example = example
       }
     }

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
-import { heavyRead } from '../db/heavy-reads.js'
+import { heavyRead, type Asker } from '../db/heavy-reads.js'
 import { InvalidCursorError } from '../errors.js'
 import { MAX_LIMIT } from '../schemas/pagination.js'
 import { AnchorReader } from './anchors/reader.js'
@@ -70,8 +70,12 @@ export function createCollectionReader<S extends string, F extends string, Row e
     return present.every((filter) => leading.includes(filter))
   }
 
-  /** A page by cursor: up to `limit` rows beyond it, whether any lie the other way, and the total (or `companion`). */
-  async function seek (db: Database, cursor: Cursor, page: PageRequest<S>, present: F[], params: Record<string, unknown>, companion?: Companion): Promise<PageResult<Row>> {
+  /**
+   * A page by cursor: up to `limit` rows beyond it, whether any lie the other way, and the total (or
+   * `companion`). Under filters its index does not lead with, the seek walks until it has a page: it
+   * runs with `signal`, so that it stops when its client has gone.
+   */
+  async function seek (db: Database, cursor: Cursor, page: PageRequest<S>, present: F[], params: Record<string, unknown>, signal: AbortSignal | undefined, companion?: Companion): Promise<PageResult<Row>> {
     const scan = scanOf(cursor, page.order)
     const keyNull = cursor.key === null
     // One more row than the page, to learn whether more follow.
@@ -80,7 +84,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
     const total = companion === undefined ? totalSql(spec, present) : sql`SELECT ${companion.sql}::float8 AS total`
     const run = pages.get(name, () => seekSql(spec, page.sort, scan, keyNull, present, total, reach))
     const check = beside(cursor, page.sort, page.order, cursor.direction === 'after' ? 'after' : 'before')
-    const found = await run(db, { ...params, k: cursor.key, i: cursor.id, ci: check.id, skip: 0, limit: page.limit + 1 })
+    const found = await run(db, { ...params, k: cursor.key, i: cursor.id, ci: check.id, skip: 0, limit: page.limit + 1 }, signal)
     const other = found[0]?.other === true
     const counted = found[0]?.total ?? 0
     const { rows, keys } = strip(found[0]?.ord == null ? [] : found)
@@ -93,10 +97,13 @@ export function createCollectionReader<S extends string, F extends string, Row e
     return { rows: rows.reverse(), keys: keys.reverse(), total: counted, before: more, after: other }
   }
 
-  /** A page by number, from the statement `name` (built by `build`); a page past the end has only the total row. */
-  async function numbered (db: Database, name: string, build: () => ReturnType<typeof nearStartSql>, params: Record<string, unknown>, heavy = false): Promise<PageResult<Row>> {
+  /**
+   * A page by number, from the statement `name` (built by `build`); a page past the end has only the
+   * total row. A walk is given `walkFor`: it is admitted as a heavy read for it (src/db/heavy-reads.ts).
+   */
+  async function numbered (db: Database, name: string, build: () => ReturnType<typeof nearStartSql>, params: Record<string, unknown>, walkFor?: Asker): Promise<PageResult<Row>> {
     const run = pages.get(name, build)
-    const rows = heavy ? await heavyRead(db, async () => await run(db, params)) : await run(db, params)
+    const rows = walkFor === undefined ? await run(db, params) : await heavyRead(db, walkFor, async (_alone, signal) => await run(db, params, signal))
     // Read before strip(), which removes it from the rows.
     const total = rows[0]?.total ?? 0
     return { ...strip(rows[0]?.ord == null ? [] : rows), total }
@@ -121,7 +128,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
   }
 
   /** A page at NEAR_START or deeper: from anchors, else located by rank or by group, else walked from the nearer end. */
-  async function deep (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>): Promise<PageResult<Row>> {
+  async function deep (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>, asker: Asker): Promise<PageResult<Row>> {
     const shape = present.join(',')
     const dim = rankedDim(spec, page.sort, present)
     const group = dim === undefined ? groupRankOf(db, page.sort, present) : undefined
@@ -141,7 +148,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
       const reach = reachFor(page.limit, MAX_LIMIT)
       return await numbered(db, `located:${page.sort}:${page.order}:${reach}:${shape}`, () => locatedSql(spec, page.sort, dim, page.order, present, reach), at)
     }
-    return await numbered(db, `walked:${page.sort}:${page.order}:${shape}`, () => walkedSql(spec, page.sort, page.order, present), at, true)
+    return await numbered(db, `walked:${page.sort}:${page.order}:${shape}`, () => walkedSql(spec, page.sort, page.order, present), at, asker)
   }
 
   return {
@@ -149,16 +156,17 @@ export function createCollectionReader<S extends string, F extends string, Row e
     present: (values: FilterValues<F>): F[] | null => presentFilters(spec, values),
 
     /**
-     * A page and its exact total. By cursor, `companion` may name another value to read in the page's
-     * snapshot in place of the total, for a caller that knows the total another way.
+     * A page and its exact total, for `asker` (a deep page the database must walk is admitted for it).
+     * By cursor, `companion` may name another value to read in the page's snapshot in place of the
+     * total, for a caller that knows the total another way.
      */
-    async read (db: Database, values: FilterValues<F>, page: PageRequest<S>, companion?: Companion): Promise<PageResult<Row>> {
+    async read (db: Database, values: FilterValues<F>, page: PageRequest<S>, asker: Asker, companion?: Companion): Promise<PageResult<Row>> {
       if (page.cursor !== null && !validKey(page.cursor.key, spec.keys[page.sort])) throw new InvalidCursorError()
       const present = presentFilters(spec, values)
       if (present === null) return { rows: [], total: 0, keys: [], before: false, after: false }
       const params = filterParams(spec, present, values)
-      if (page.cursor !== null) return await seek(db, page.cursor, page, present, params, companion)
-      if (page.offset >= NEAR_START) return await deep(db, page, present, params)
+      if (page.cursor !== null) return await seek(db, page.cursor, page, present, params, asker.signal, companion)
+      if (page.offset >= NEAR_START) return await deep(db, page, present, params, asker)
       if (soughtFromStart(page, present)) {
         const reach = reachFor(page.offset + page.limit, NEAR_START + MAX_LIMIT)
         return await numbered(db, `start-sought:${page.sort}:${reach}:${present.join(',')}`, () => startSoughtSql(spec, page.sort, present, reach),

@@ -10,17 +10,28 @@ export function Ref<T extends TSchema> (schema: T): TUnsafe<Static<T>> {
   return Type.Unsafe<Static<T>>(Type.Ref(schema.$id))
 }
 
-// PostgreSQL text cannot hold U+0000: the driver fails on it, which would be a 500. A string that is
-// stored or compared in the database therefore refuses it at validation (400). Both patterns are
-// anchored and linear, whatever the length of the string (Ajv runs them even past maxLength).
-const NO_NUL = '^[^\\u0000]*$'
-const NOT_BLANK_NO_NUL = '^(?![\\s\\S]*\\u0000)[\\s\\S]*\\S'
+// PostgreSQL text cannot hold U+0000 (the driver fails on it: a 500) nor a lone UTF-16 surrogate,
+// which JSON can carry as "\ud800" and which the driver's UTF-8 encoding would silently store as
+// U+FFFD: another text than the one sent. A string that is stored or compared in the database
+// therefore refuses both at validation (400). A character is anything but NUL and a surrogate, or a
+// surrogate pair: so the patterns mean the same with Ajv's `u` flag (where a pair is one code point)
+// and without it (as a reader of the OpenAPI document may compile them). Both are anchored and
+// linear, whatever the length of the string (Ajv runs them even past maxLength).
+const TEXT_CHAR = '(?:[^\\u0000\\ud800-\\udfff]|[\\ud800-\\udbff][\\udc00-\\udfff])'
+const STORABLE = `^${TEXT_CHAR}*$`
+const NOT_BLANK_STORABLE = `^(?=[\\s\\S]*\\S)${TEXT_CHAR}*$`
 
 /** A string bound for a text column; `required` also refuses empty and whitespace-only values. */
 export function DbText (options: StringOptions & { required?: boolean } = {}): TString {
   const { required = false, ...rest } = options
-  return Type.String(required ? { minLength: 1, pattern: NOT_BLANK_NO_NUL, ...rest } : { pattern: NO_NUL, ...rest })
+  return Type.String(required ? { minLength: 1, pattern: NOT_BLANK_STORABLE, ...rest } : { pattern: STORABLE, ...rest })
 }
+
+/**
+ * Whether PostgreSQL stores this string as it is: no NUL, no lone surrogate (DbText's rule), for text
+ * that reaches the database without passing a schema (a cursor's key, a value from the identity provider).
+ */
+export const isStorableText = (value: string): boolean => !value.includes('\u0000') && value.isWellFormed()
 
 // Documentation that the validation leaves to the handler, which answers with its own error or falls
 // back (src/openapi/document.ts turns them into the parameter's enum and required):
@@ -28,6 +39,8 @@ export function DbText (options: StringOptions & { required?: boolean } = {}): T
 export const DOCUMENTED_ENUM = 'x-enum'
 /** A parameter the operation needs; its absence is answered by the handler's own 400, not a validation failure. */
 export const DOCUMENTED_REQUIRED = 'x-required'
+/** The longest value the document promises, below what validation takes: beyond it the request may not fit Node's header limit. */
+export const DOCUMENTED_MAX_LENGTH = 'x-max-length'
 
 export const ErrorSchema = Type.Object({
   error: Type.String({ description: 'What went wrong, in one sentence' }),

@@ -1,5 +1,5 @@
 import { Type, type TProperties, type TSchema } from '@sinclair/typebox'
-import { DOCUMENTED_ENUM, Ref } from './common.js'
+import { DOCUMENTED_ENUM, DOCUMENTED_MAX_LENGTH, Ref } from './common.js'
 
 // The query and body schemas every collection shares (SPEC 4.9, CONTRACT 7), and their bounds.
 
@@ -9,7 +9,11 @@ export const MAX_LIMIT = 100
 
 // Above any URL Node accepts (its 16 KiB header limit includes the request line): every cursor that
 // arrives is read by decodeCursor, so a malformed one is always `Invalid cursor`, never a schema error.
-export const MAX_CURSOR_LENGTH = 16 * 1024
+const MAX_QUERY_TEXT = 16 * 1024
+// The longest cursor the document promises: one that still fits a request, with the rest of its line
+// and headers, under Node's 16 KiB (a longer one may meet 431 before any route). A message's, with a
+// 200-character subject of escaped characters at most, is some 1,800.
+export const MAX_CURSOR_LENGTH = 8 * 1024
 
 /**
  * A number a generated client passes as a number, which any text also satisfies: SPEC 4.9 says a bad
@@ -27,11 +31,13 @@ function paginationProperties (sortFields: readonly string[]) {
     sort: Type.Optional(Type.String({ description: 'Sort field. Anything else: id.', examples: ['id'], [DOCUMENTED_ENUM]: sortFields })),
     order: Type.Optional(Type.String({ description: 'desc for descending; any other value: asc.', examples: ['asc'], [DOCUMENTED_ENUM]: ['asc', 'desc'] })),
     after: Type.Optional(Type.String({
-      maxLength: MAX_CURSOR_LENGTH,
+      maxLength: MAX_QUERY_TEXT,
+      [DOCUMENTED_MAX_LENGTH]: MAX_CURSOR_LENGTH,
       description: 'A cursor (pagination.nextCursor): answers the items that follow it. Overrides page. Valid only with the sort, order, filters and search term it was issued for.'
     })),
     before: Type.Optional(Type.String({
-      maxLength: MAX_CURSOR_LENGTH,
+      maxLength: MAX_QUERY_TEXT,
+      [DOCUMENTED_MAX_LENGTH]: MAX_CURSOR_LENGTH,
       description: 'A cursor (pagination.prevCursor): answers the items that precede it, in the requested order. Overrides page; not together with after.'
     }))
   }

@@ -8,6 +8,14 @@ const SETTLED_GRACE_MS = 2000
 
 export type LoadProfile = () => Promise<UserinfoProfile>
 
+/**
+ * A name or e-mail from userinfo as PostgreSQL can store it: NUL and lone surrogates become U+FFFD
+ * (which the driver's UTF-8 encoding already made of a lone surrogate). It is the identity provider's
+ * data about the person, who cannot correct it here: one odd character must neither fail every
+ * request of theirs (a 500, or a 502 for ever) nor be stored as a text the service did not choose.
+ */
+const storable = (value: string | null): string | null => value === null ? null : value.toWellFormed().replaceAll('\u0000', '\ufffd')
+
 /** Who asks, as the users capability sees a caller: the token's subject and role, and how to load their profile. */
 export interface Caller {
   sub: string
@@ -47,8 +55,8 @@ export function createLocalUserResolver (usersRepository: LocalUserStore) {
       if (profile.sub !== sub) throw new IdentityProviderError()
       const user = await usersRepository.upsert({
         subjectId: sub,
-        email: profile.email,
-        name: profile.name,
+        email: storable(profile.email),
+        name: storable(profile.name),
         role: isRole(profile.role) ? profile.role : DEFAULT_ROLE
       })
       span?.setAttribute('user.id', user.id)

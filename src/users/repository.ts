@@ -1,5 +1,6 @@
 import { eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
+import type { Asker } from '../db/heavy-reads.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
 import type { ReadRouter } from '../db/read-router.js'
 import { found, type Conditional, type Revalidated } from '../http-cache/entity-tag.js'
@@ -104,12 +105,12 @@ export function createUsersRepository (db: Database, reads: ReadRouter = async (
       return found(await gate.revalidate(db, `user:${id}`, conditional, async () => await visibleUser({ findById }, await localUser(caller), caller.role, id), exists), 'User')
     },
 
-    /** GET /v2/users: the page the query asks for, or 304 when the client's copy is current. */
-    async listPage (query: UserListQuery, conditional: Conditional): Promise<Revalidated<Page<LocalUser>>> {
+    /** GET /v2/users: the page the query asks for, or 304 when the client's copy is current; a walk is a heavy read for `asker`. */
+    async listPage (query: UserListQuery, conditional: Conditional, asker: Asker): Promise<Revalidated<Page<LocalUser>>> {
       const page = pageRequest('users', query, USER_SORT_FIELDS)
       const key = JSON.stringify([query.role, page])
       return await reads((target) => pages.revalidate(target, key, conditional, async () => {
-        const { rows, ...rest } = await reader.read(target, { role: query.role }, page)
+        const { rows, ...rest } = await reader.read(target, { role: query.role }, page, asker)
         return toPage({ rows: rows.map(fromItemRow), ...rest }, page)
       })).catch(failedRetrieving)
     }

@@ -70,7 +70,12 @@ t.test('CONTRACT 8: every failure is JSON { error }, and no detail leaks', async
       ['GET /v2/messages/9007199254740992 (unsafe): 400', '/v2/messages/9007199254740992', 400, { error: 'Parameter "id" must be a positive integer' }],
       ['GET /v2/messages/999: 404 Message not found', '/v2/messages/999', 404, { error: 'Message not found' }],
       ['GET /v2/messages/9007199254740991 (largest safe id, absent): 404', '/v2/messages/9007199254740991', 404, { error: 'Message not found' }],
-      ['GET an existing message: 200, the message', `/v2/messages/${message!.id}`, 200, message]
+      ['GET an existing message: 200, the message', `/v2/messages/${message!.id}`, 200, message],
+      // Longer than the router's default limit on a parameter (100), which answered 414: the route's own rule.
+      ['GET /v2/messages/<150 nines>: 400', `/v2/messages/${'9'.repeat(150)}`, 400, { error: 'Parameter "id" must be a positive integer' }],
+      ['GET /v2/input/users/<5000 ones>: 400', `/v2/input/users/${'1'.repeat(5000)}`, 400, { error: 'Parameter "id" must be a positive integer' }],
+      // The longest cursor the document promises still reaches the route: not a 431.
+      ['GET /v2/messages?after=<8192 characters>: 400 Invalid cursor', `/v2/messages?after=${'A'.repeat(8192)}`, 400, { error: 'Invalid cursor' }]
     ]
     for (const [name, url, status, body] of cases) {
       const reply = await send({ method: 'GET', url })

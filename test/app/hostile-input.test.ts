@@ -1,7 +1,10 @@
-// Hostile input at scale (README "Operating it"): random bodies, query strings, path ids and headers,
-// huge, deeply nested and not UTF-8, thrown at every route the app registers, in production mode.
-// None may produce a 5xx, and no error body may carry a stack, a path, SQL text or a driver message.
-// Replay a failure with FAST_CHECK_SEED=<seed printed below>.
+// Hostile input at scale (README "Operating it", CONTRACT 16): random bodies, query strings, path ids
+// and headers, huge, deeply nested, not UTF-8, holding lone surrogates, NUL and numbers at the edges of
+// their types, with and without Idempotency-Key, thrown at every route the app registers, in
+// production mode; and forged cursors and sync tokens. None may produce a 5xx, no error body may carry
+// a stack, a path, SQL text or a driver message, each answer writes exactly what it says (one message
+// per 201 that is not a replay, nothing for a 4xx), and no Link or Location holds bytes of the
+// client's making. Replay a failure with FAST_CHECK_SEED=<seed printed below>.
 import { createServer, STATUS_CODES } from 'node:http'
 import { connect, type AddressInfo } from 'node:net'
 import { sql } from 'drizzle-orm'
@@ -28,7 +31,9 @@ const UTF8_RUNS = scaled(60 / 3)
 const PUBLIC_ERROR = new RegExp('^(' + [
   'Invalid or missing token', 'Insufficient permissions', '(Message|User) not found', 'Not found',
   'Parameter "\\w+" must be a positive integer', 'Missing required query parameter: \\w+', 'Malformed JSON body',
-  'Request body too large', 'Unsupported media type', 'Too many requests', 'Validation failed'
+  'Request body too large', 'Unsupported media type', 'Too many requests', 'Validation failed',
+  'Invalid Idempotency-Key header', 'Idempotency-Key was used with a different request', 'A request with this Idempotency-Key is in progress',
+  'Invalid cursor', 'Invalid sync token', 'Sync token expired'
 ].join('|') + ')$')
 const STATUS_REASONS = new Set(Object.values(STATUS_CODES))
 // A stack frame, a source path, SQL text or a driver's words (postgres.js and PGlite).
@@ -73,12 +78,25 @@ const oddStrings = fc.constantFrom(
   "'; drop table messages; --", '" or 1=1 --', '%', '%_\\', '\\', '{{7*7}}', '$' + '{jndi:x}', '__proto__', 'constructor',
   '../../etc/passwd', '<script>alert(1)</script>', 'null', 'undefined', 'NaN'
 )
+// Text JSON can carry and PostgreSQL cannot store as sent (CONTRACT 16): lone UTF-16 surrogates,
+// leading and trailing halves, alone or amid ordinary text and pairs, and NUL.
+const loneSurrogate = fc.oneof(fc.integer({ min: 0xd800, max: 0xdbff }), fc.integer({ min: 0xdc00, max: 0xdfff })).map((c) => String.fromCharCode(c))
+const unstorable = fc.array(fc.oneof(
+  { weight: 3, arbitrary: fc.string({ unit: 'grapheme', maxLength: 8 }) },
+  { weight: 2, arbitrary: loneSurrogate },
+  { weight: 1, arbitrary: fc.constantFrom('\u0000', '\ud83d\ude00', '\ude00\ud83d', ' ') }
+), { minLength: 1, maxLength: 6 }).map((parts) => parts.join(''))
 const text = fc.oneof(
   fc.string({ unit: 'grapheme', maxLength: 40 }),
   fc.string({ unit: 'binary', maxLength: 40 }),
   oddStrings,
+  unstorable,
   fc.integer({ min: 190, max: 4_010 }).map((n) => 'y'.repeat(n))
 )
+// Numbers at the edges of what JavaScript, int4, bigint and float8 hold, as JSON writes them.
+const edgeNumber = fc.constantFrom('9007199254740991', '9007199254740992', '-9007199254740993', '2147483647', '2147483648', '-2147483649',
+  '9223372036854775807', '9223372036854775808', '18446744073709551616', '1e308', '-1e308', '5e-324', '1e400', '-1e400', '1e-400', '-0',
+  '123456789012345678901234567890.5', '0.1')
 const numberText = fc.oneof(
   fc.integer().map(String),
   fc.double().map(String),
@@ -91,15 +109,29 @@ const anyValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.array(text, { maxLength: 3 }), fc.dictionary(text, text, { maxKeys: 3 }), fc.jsonValue({ maxDepth: 3 })
 )
 
+// Nested thousands deep, within the body limit or past it: the whole body, an unknown member of a
+// valid create, or a member the schema knows.
 const nested = fc.record({
   depth: fc.integer({ min: 500, max: 30_000 }),
-  kind: fc.constantFrom('object', 'array', 'mixed', 'unbalanced')
+  kind: fc.constantFrom('object', 'array', 'mixed', 'unbalanced', 'known', 'known-object', 'unknown-array')
 }).map(({ depth, kind }) => {
   if (kind === 'object') return '{"a":'.repeat(depth) + '1' + '}'.repeat(depth)
   if (kind === 'array') return '['.repeat(depth) + ']'.repeat(depth)
   if (kind === 'mixed') return `{"content":"deep","extra":${'[{"a":'.repeat(depth)}0${'}]'.repeat(depth)}}`
+  if (kind === 'known') return `{"content":${'['.repeat(depth)}${']'.repeat(depth)},"name":${'['.repeat(depth)}"x"${']'.repeat(depth)},"email":"x"}`
+  if (kind === 'known-object') return `{"content":"x","subject":${'{"s":'.repeat(Math.floor(depth / 10))}1${'}'.repeat(Math.floor(depth / 10))},"name":"x","email":"x"}`
+  if (kind === 'unknown-array') return `{"content":"deep ${depth}","name":"n","email":"e","x":${'['.repeat(depth)}${']'.repeat(depth)}}`
   return '{"content":'.repeat(depth)
 })
+// Creates whose text PostgreSQL cannot store as sent, and numbers at the edges where a string is due.
+const unstorableBody = fc.record({
+  content: fc.oneof(unstorable, fc.string({ unit: 'grapheme', minLength: 1, maxLength: 20 })),
+  subject: fc.option(unstorable, { nil: undefined }),
+  name: fc.option(unstorable, { nil: undefined }),
+  email: fc.option(unstorable, { nil: undefined })
+}, { requiredKeys: ['content'] }).map((body) => JSON.stringify(body))
+const edgeNumberBody = fc.tuple(fc.constantFrom('content', 'subject', 'priority', 'name', 'email'), edgeNumber)
+  .map(([field, number]) => `{"content":"n","name":"n","email":"e",${JSON.stringify(field)}:${number}}`)
 // JSON bodies of exactly n bytes, around the 100 KiB limit.
 const nearLimit = fc.integer({ min: BODY_LIMIT - 64, max: BODY_LIMIT + 64 })
   .chain((n) => fc.constantFrom('content', 'name').map((field) => `{"${field}":"${'x'.repeat(n - field.length - 7)}"}`))
@@ -131,7 +163,9 @@ const body = fc.option(fc.oneof(
   { weight: 3, arbitrary: fieldBody },
   { weight: 2, arbitrary: specialBodies },
   { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 6 }).map((value) => JSON.stringify(value)) },
-  { weight: 1, arbitrary: nested },
+  { weight: 2, arbitrary: nested },
+  { weight: 3, arbitrary: unstorableBody },
+  { weight: 1, arbitrary: edgeNumberBody },
   { weight: 1, arbitrary: nearLimit },
   { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 300 }) }
 ), { freq: 5 })
@@ -192,7 +226,8 @@ const pathValue = (ids: readonly number[]): fc.Arbitrary<string> => fc.oneof(
   {
     weight: 2,
     arbitrary: fc.constantFrom('..', '.', '%2e%2e', '..%2F..%2Fpackage.json', '%2F', '%2f%2f', '%5C', '%00', '%FF', '%C0%AF', '%',
-      '%%', '%zz', '%E2%80%AE', 'a%20b', '~', '@', ':id', '*', 'London', 'S%C3%A3o%20Paulo', '%E5%8C%97%E4%BA%AC')
+      '%%', '%zz', '%E2%80%AE', 'a%20b', '~', '@', ':id', '*', 'London', 'S%C3%A3o%20Paulo', '%E5%8C%97%E4%BA%AC',
+      '%ED%A0%80', '%ED%BF%BF', '1%', '1%E2%82', '%F4%90%80%80')
   },
   { weight: 2, arbitrary: text.filter((value) => value !== '').map(encode) },
   { weight: 1, arbitrary: fc.integer({ min: 100, max: 4_000 }).map((n) => '9'.repeat(n)) }
@@ -302,7 +337,7 @@ const before = { messages: await countRows('messages'), users: await countRows('
 
 // ---- checks -------------------------------------------------------------------------------------
 
-interface Answer { status: number, contentType: string, body: string }
+interface Answer { status: number, contentType: string, body: string, replayed?: boolean, link?: string, location?: string }
 
 const tally = { created: 0, deleted: 0, byRoute: new Map<string, Map<number, number>>(), validPastAuth: new Set<string>(), refused: new Set<string>() }
 const routeKey = (route: Route): string => `${route.method} ${route.path}`
@@ -324,8 +359,12 @@ function check (request: HttpRequest, answer: Answer): void {
     if (/Validation failed|Insufficient permissions/.test(answer.body)) throw new Error(`validation ran before authentication: ${where}`)
     if (answer.status === 401) tally.refused.add(routeKey(route))
   }
-  if (route.method === 'POST' && route.path.startsWith('/v2/messages') && answer.status === 201) tally.created++
+  // A replay is the stored 201 again: it creates nothing.
+  if (route.method === 'POST' && route.path.startsWith('/v2/messages') && answer.status === 201 && answer.replayed !== true) tally.created++
   if (route.method === 'DELETE' && answer.status === 204) tally.deleted++
+  if (answer.status === 200 && isCollection(route)) checkLinks(route, answer, where)
+  // A Location (a creation's, a redirect's) is a URI reference: no byte of the request's own making.
+  if (answer.location !== undefined && !URI_REFERENCE.test(answer.location)) throw new Error(`a Location of the client's making ${JSON.stringify(answer.location)}: ${where}`)
 
   if (answer.status < 400) return
   if (!answer.contentType.startsWith('application/json')) throw new Error(`a non-JSON error (${answer.contentType}): ${where}`)
@@ -348,6 +387,57 @@ function check (request: HttpRequest, answer: Answer): void {
   if (LEAK.test(answer.body)) throw new Error(`an error body that leaks: ${where}`)
 }
 
+const COLLECTION_PATHS = new Set(['/v2/messages', '/v2/messages/search', '/v2/users', '/v2/movies'])
+const isCollection = (route: Route): boolean => (route.method === 'GET' || route.method === 'HEAD') && COLLECTION_PATHS.has(route.path.replace(/(.)\/$/, '$1'))
+// A URI reference as RFC 3986 writes one: these characters, or percent-encoded octets.
+const URI_REFERENCE = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*$/
+// One Link entry as the service writes it: a reference no byte of the request could close, one rel.
+const LINK_ENTRY = /^<([^<>"\s,;]+)>; rel="(first|prev|next|last)"$/
+
+/** CONTRACT 12 and 16: every entry of a collection's Link is one link to the collection's own path, with one rel. */
+function checkLinks (route: Route, answer: Answer, where: string): void {
+  if (answer.link === undefined) throw new Error(`a collection 200 without Link: ${where}`)
+  const rels = answer.link.split(', ').map((entry) => {
+    const match = LINK_ENTRY.exec(entry)
+    if (match === null) throw new Error(`a Link entry of the client's making ${JSON.stringify(entry)}: ${where}`)
+    if (match[1]!.split('?')[0] !== route.path) throw new Error(`a Link to ${match[1]} from ${route.path}: ${where}`)
+    return match[2]!
+  })
+  if (rels[0] !== 'first' || new Set(rels).size !== rels.length) throw new Error(`Link relations ${rels.join(', ')}: ${where}`)
+}
+
+/**
+ * CONTRACT 16: a path parameter the router cannot decode (not UTF-8, a stray %) is the route's own
+ * 400, never the router's generic one. For requests without a body, whose 400 can come from nothing else.
+ */
+function checkOwnRule (request: HttpRequest, answer: Answer): void {
+  if (/:\w+/.test(request.route.path) && request.body === undefined && answer.status === 400 && answer.body === '{"error":"Bad Request"}') {
+    throw new Error(`a generic 400 where the route has its own rule: ${request.method} ${request.url.slice(0, 200)}`)
+  }
+}
+
+interface RowCounts { messages: number, keys: number, users: number }
+
+const rowCounts = async (): Promise<RowCounts> => (await queryRows<{ messages: number, keys: number, users: number }>(app.db, sql`select
+  (select count(*)::int from messages) as messages, (select count(*)::int from idempotency_keys) as keys, (select count(*)::int from users) as users`))[0]!
+
+/**
+ * What one answer may have written: one message per 201 that is not a replay (and its key, under an
+ * Idempotency-Key), one fewer per 204; anything else writes nothing. Checked request by request, so
+ * a create that wrote twice, or a 4xx that wrote at all, is the request fast-check reports.
+ */
+function checkWrites (request: HttpRequest, answer: Answer, before: RowCounts, after: RowCounts): void {
+  const created = request.route.method === 'POST' && request.route.path.startsWith('/v2/messages') && answer.status === 201 && answer.replayed !== true
+  const expected: RowCounts = {
+    messages: before.messages + (created ? 1 : 0) - (request.route.method === 'DELETE' && answer.status === 204 ? 1 : 0),
+    keys: before.keys + (created && request.headers['idempotency-key'] !== undefined ? 1 : 0),
+    users: before.users
+  }
+  if (JSON.stringify(after) !== JSON.stringify(expected)) {
+    throw new Error(`rows ${JSON.stringify(before)} -> ${JSON.stringify(after)}, expected ${JSON.stringify(expected)}: ${request.method} ${request.url.slice(0, 200)} -> ${answer.status} ${answer.body.slice(0, 300)}`)
+  }
+}
+
 const fillPath = (route: Route, values: string[]): string => {
   let index = 0
   return route.path.replace(/:\w+|\*/g, () => values[index++] ?? '')
@@ -362,9 +452,16 @@ function httpRequest (route: Route): fc.Arbitrary<HttpRequest> {
     testUser: fc.option(fc.constant(JSON.stringify({ sub: 'fuzz-admin', role: 'Owner' })), { freq: 4 }),
     contentType,
     extra: fc.dictionary(headerName, headerValue, { maxKeys: 4 }),
+    // A few keys again and again, so that replays (same body) and 422s (another body) happen too.
+    idempotencyKey: fc.option(fc.oneof(
+      { weight: 4, arbitrary: fc.constantFrom('fuzz-1', 'fuzz-2', '"fuzz-3"') },
+      { weight: 2, arbitrary: fc.stringMatching(/^[\x21-\x7e]{1,40}$/) },
+      { weight: 1, arbitrary: fc.constantFrom('', ' ', 'a b', 'é', '"', 'x'.repeat(256)) }
+    ), { freq: 3 }),
     body: route.method === 'GET' || route.method === 'HEAD' ? fc.option(body, { freq: 6 }).map((b) => b ?? undefined) : body.map((b) => b ?? undefined)
-  }).map(({ values, query, auth, testUser, contentType, extra, body }) => {
+  }).map(({ values, query, auth, testUser, contentType, extra, idempotencyKey, body }) => {
     const headers: Record<string, string> = { ...extra }
+    if (idempotencyKey !== null) headers['idempotency-key'] = idempotencyKey
     if (auth.header !== undefined) headers.authorization = auth.header
     // The production server ignores the test stub's header entirely (CONTRACT 4).
     if (testUser !== null) headers['x-test-user'] = testUser
@@ -380,7 +477,15 @@ async function inject (request: HttpRequest): Promise<Answer> {
     headers: request.headers,
     ...(request.body === undefined ? {} : { payload: request.body })
   })
-  return { status: res.statusCode, contentType: String(res.headers['content-type'] ?? ''), body: res.body }
+  const { link, location } = res.headers
+  return {
+    status: res.statusCode,
+    contentType: String(res.headers['content-type'] ?? ''),
+    body: res.body,
+    replayed: res.headers['idempotent-replayed'] === 'true',
+    ...(link === undefined ? {} : { link: String(link) }),
+    ...(location === undefined ? {} : { location: String(location) })
+  }
 }
 
 // ---- raw bytes over a real socket, where inject cannot express them -----------------------------
@@ -501,13 +606,43 @@ async function sendRaw (bytes: Buffer): Promise<Answer> {
   } else if (headers.has('content-length')) {
     rest = rest.subarray(0, Number(headers.get('content-length')))
   }
-  return { status, contentType: headers.get('content-type') ?? '', body: rest.toString('utf8') }
+  const link = headers.get('link')
+  const location = headers.get('location')
+  return {
+    status,
+    contentType: headers.get('content-type') ?? '',
+    body: rest.toString('utf8'),
+    ...(link === undefined ? {} : { link }),
+    ...(location === undefined ? {} : { location })
+  }
 }
 
 // ---- the runs -----------------------------------------------------------------------------------
 
 const routes = registeredRoutes(app)
 t.comment(`fast-check seed ${SEED} (replay with FAST_CHECK_SEED=${SEED}); ${routes.length} routes`)
+
+// Every collection, sort and order, each with the scope of a cursor the service issued (collection,
+// sort, order, filters), so that a forged key or id gets past the scope and reaches its own checks.
+const CURSOR_COLLECTIONS: Array<{ path: string, sorts: string[] }> = [
+  { path: '/v2/messages', sorts: ['id', 'createdAt', 'priority', 'subject'] },
+  { path: '/v2/messages/search?q=seed', sorts: ['id', 'createdAt', 'priority', 'subject'] },
+  { path: '/v2/users', sorts: ['id', 'name', 'email', 'role', 'createdAt'] },
+  { path: '/v2/movies', sorts: ['id', 'title', 'year', 'rating', 'genre'] }
+]
+const admin = validAuth[2]!
+const scopes: Array<{ route: Route, url: string, scope: unknown[] }> = []
+for (const { path, sorts } of CURSOR_COLLECTIONS) {
+  const route = routes.find((candidate) => candidate.method === 'GET' && candidate.path === path.split('?')[0])!
+  for (const sort of sorts) {
+    for (const order of ['asc', 'desc']) {
+      const url = `${path}${path.includes('?') ? '&' : '?'}sort=${sort}&order=${order}`
+      const res = await app.inject({ url: `${url}&limit=1`, headers: { authorization: admin.header } })
+      const cursor = res.json<{ pagination: { nextCursor: string } }>().pagination.nextCursor
+      scopes.push({ route, url, scope: (JSON.parse(Buffer.from(cursor, 'base64url').toString()) as unknown[]).slice(0, 4) })
+    }
+  }
+}
 
 t.test('the app runs in production mode and every route is found', async (t) => {
   t.same([config.production, config.development], [true, false], 'production configuration')
@@ -546,6 +681,24 @@ t.test('regressions: U+0000 in text bound for the database is a 400, not a drive
   t.equal(await countRows('messages'), before.messages, 'nothing was stored')
 })
 
+t.test('regressions: a path parameter that is not valid percent-encoded UTF-8 is each route\'s own answer (CONTRACT 16)', async (t) => {
+  const badId = { error: 'Parameter "id" must be a positive integer' }
+  const send = async (method: 'GET' | 'DELETE', url: string, token = false) => {
+    const res = await app.inject({ method, url, headers: token ? { authorization: validAuth[2]!.header } : {} })
+    return [res.statusCode, res.json()]
+  }
+  for (const segment of ['%ED%A0%80', '%zz', '%', '%FF', '1%C0%AF']) {
+    t.same(await send('GET', `/v2/input/users/${segment}`), [400, badId], `GET /v2/input/users/${segment}`)
+    t.same(await send('GET', `/v2/messages/${segment}`), [400, badId], `GET /v2/messages/${segment}`)
+    t.same(await send('DELETE', `/v2/messages/${segment}`), [401, { error: 'Invalid or missing token' }], `DELETE /v2/messages/${segment} without a token`)
+    t.same(await send('DELETE', `/v2/messages/${segment}`, true), [400, badId], `DELETE /v2/messages/${segment}`)
+    t.same(await send('GET', `/v2/users/${segment}`), [401, { error: 'Invalid or missing token' }], `GET /v2/users/${segment} without a token: authentication first`)
+    t.same(await send('GET', `/v2/users/${segment}`, true), [400, badId], `GET /v2/users/${segment}`)
+  }
+  t.same(await send('GET', '/v2/weather/%ED%A0%80', true), [200, { name: 'Fuzzville', main: { temp: 20 }, cod: 200 }], 'GET /v2/weather/%ED%A0%80: the city is U+FFFD three times')
+  t.same(await send('GET', '/v2/weather/%zz'), [401, { error: 'Invalid or missing token' }], 'GET /v2/weather/%zz without a token')
+})
+
 t.test('regressions: what Node answers before Fastify has the same { error } shape', async (t) => {
   const raw = async (request: string) => {
     const answer = await sendRaw(Buffer.from(request, 'latin1'))
@@ -554,6 +707,9 @@ t.test('regressions: what Node answers before Fastify has the same { error } sha
   const json = 'application/json; charset=utf-8'
   t.same(await raw('GET /health HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nConnection: close\r\n\r\n'),
     [417, json, { error: 'Expectation Failed' }], 'an Expect other than 100-continue')
+  const redirect = await sendRaw(Buffer.from('GET /api-docs/static/index.html?a=<x>"y",z;rel=preload HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 'latin1'))
+  t.same([redirect.status, redirect.location], [302, '/api-docs/static/index.html?a=%3Cx%3E%22y%22,z;rel=preload'],
+    'the docs\' redirect builds its Location from the request target, which holds no raw <, > or " (CONTRACT 16)')
   t.same(await raw('GET /v2/messages?q=\xff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'),
     [400, json, { error: 'Bad Request' }], 'a byte above 0x7f in the request target')
   t.same(await raw('POST /v2/input/users HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{}'),
@@ -566,10 +722,79 @@ for (const [index, route] of routes.entries()) {
   const light = route.method === 'HEAD' || route.path.startsWith('/api-docs/static') || route.path === '/api-docs/*'
   const numRuns = light ? LIGHT_RUNS : RUNS
   t.test(`${routeKey(route)}: ${numRuns} hostile requests`, async (t) => {
-    await fc.assert(fc.asyncProperty(httpRequest(route), async (request) => check(request, await inject(request))), { seed: SEED + index, numRuns, includeErrorInReport: true })
-    t.pass('no 5xx, and every error body is a bare public { error }')
+    await fc.assert(fc.asyncProperty(httpRequest(route), async (request) => {
+      const counted = await rowCounts()
+      const answer = await inject(request)
+      check(request, answer)
+      checkOwnRule(request, answer)
+      checkWrites(request, answer, counted, await rowCounts())
+    }), { seed: SEED + index, numRuns, includeErrorInReport: true })
+    t.pass('no 5xx, every error body is a bare public { error }, and each answer wrote exactly what it says')
   })
 }
+
+// ---- forged cursors and sync tokens (CONTRACT 16) ---------------------------------------------------
+
+// Keys and ids as JSON text, so numbers JSON can write and no JavaScript number holds are sent too.
+const forgedKey = fc.oneof(
+  { weight: 3, arbitrary: unstorable.map((value) => JSON.stringify(value)) },
+  { weight: 2, arbitrary: fc.constantFrom('"a\\u0000b"', '"\\u0000"', '"\\ud800"', '"x\\udfff"', '"\\ude00\\ud83d"') },
+  { weight: 2, arbitrary: fc.oneof(edgeNumber, fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map(String)).map((value) => JSON.stringify(value)) },
+  { weight: 1, arbitrary: edgeNumber },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom('null', 'true', '{}', '[]', '"-210866803200000001"', '"-210866803200000000"', '"9223372036854774784"', '"9223372036854775807"',
+      '"2147483648"', '"NaN"', '"Infinity"', '"1e400"', '"urgent"', '"Admin"', '"Drama"', '""')
+  },
+  { weight: 1, arbitrary: text.map((value) => JSON.stringify(value)) },
+  { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 2 }).map((value) => JSON.stringify(value)) }
+)
+const forgedId = fc.oneof(
+  fc.integer().map(String), fc.maxSafeInteger().map(String), edgeNumber,
+  fc.constantFrom('null', '"1"', '1.5', '-0', '[]', String(seeded[0] ?? 1))
+)
+
+t.test(`forged cursors: ${RUNS} per collection, over every sort, order and direction`, async (t) => {
+  for (const [index, path] of CURSOR_COLLECTIONS.map((collection) => collection.path).entries()) {
+    const mine = scopes.filter((scope) => scope.url.startsWith(path + (path.includes('?') ? '&' : '?')))
+    await fc.assert(fc.asyncProperty(fc.constantFrom(...mine), fc.constantFrom('after', 'before'), forgedKey, forgedId, fc.boolean(), async ({ route, url, scope }, direction, key, id, extra) => {
+      const fields = [...scope.map((field) => JSON.stringify(field)), key, id, ...(extra ? ['0'] : [])]
+      const request: HttpRequest = { route, method: 'GET', url: `${url}&${direction}=${Buffer.from(`[${fields.join(',')}]`).toString('base64url')}`, auth: admin, headers: { authorization: admin.header }, body: undefined }
+      const counted = await rowCounts()
+      const answer = await inject(request)
+      check(request, answer)
+      checkWrites(request, answer, counted, await rowCounts())
+      if (answer.status !== 200 && !(answer.status === 400 && answer.body === '{"error":"Invalid cursor"}')) {
+        throw new Error(`a forged cursor [${fields.join(',')}] on ${url} ${direction}: ${answer.status} ${answer.body}`)
+      }
+    }), { seed: SEED + 1000 + index, numRuns: RUNS, includeErrorInReport: true })
+  }
+  t.pass('each is 200 or 400 Invalid cursor')
+})
+
+t.test(`forged sync tokens: ${RUNS} on GET /v2/messages/changes`, async (t) => {
+  const route = routes.find((candidate) => candidate.method === 'GET' && candidate.path === '/v2/messages/changes')!
+  // Decimal fields at the edges of a safe integer, int8, xid8 and pg_lsn (64 bits), and a timeline (32 bits).
+  const digits = fc.oneof(
+    fc.constantFrom('0', '1', '00000000000000000001', '4294967295', '4294967296', '9007199254740991', '9007199254740992', '9223372036854775807',
+      '9223372036854775808', '18446744073709551615', '18446744073709551616', '99999999999999999999', String(Date.now())),
+    fc.bigInt({ min: 0n, max: 2n ** 70n }).map(String)
+  )
+  const token = fc.oneof(
+    { weight: 4, arbitrary: fc.tuple(fc.constantFrom('1', '2', '3'), fc.constantFrom('s', 'c', 'x'), fc.array(digits, { minLength: 3, maxLength: 7 })).map(([version, kind, fields]) => [version, kind, ...fields].join('.')) },
+    { weight: 1, arbitrary: unstorable },
+    { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 60 }) }
+  ).map((raw) => Buffer.from(raw).toString('base64url'))
+  await fc.assert(fc.asyncProperty(token, fc.option(fc.constantFrom('0', '1', '1000', '-1', '1e400'), { nil: undefined }), async (since, limit) => {
+    const request: HttpRequest = { route, method: 'GET', url: `/v2/messages/changes?since=${since}${limit === undefined ? '' : `&limit=${limit}`}`, auth: { kind: 'invalid', header: undefined }, headers: {}, body: undefined }
+    const answer = await inject(request)
+    check(request, answer)
+    if (answer.status !== 200 && answer.body !== '{"error":"Invalid sync token"}' && answer.body !== '{"error":"Sync token expired"}') {
+      throw new Error(`a forged sync token ${since}: ${answer.status} ${answer.body}`)
+    }
+  }), { seed: SEED + 2000, numRuns: RUNS, includeErrorInReport: true })
+  t.pass('each is 200, 400 Invalid sync token or 410 Sync token expired')
+})
 
 const rawStatuses = new Map<number, number>()
 t.test(`raw bytes over a socket: ${RAW_RUNS} requests with non-UTF-8 URLs, headers and bodies`, async (t) => {

@@ -33,6 +33,31 @@ t.test('RATE_LIMIT_MAX requests per minute per caller, then 429 with Retry-After
   t.same(await statuses(app, 3, caller('bob')), [200, 200, 200])
 })
 
+// CONTRACT 16: what is refused costs its sender as much as what is served, or a flood of bad tokens and
+// bad bodies would be free to send.
+t.test('refused tokens count against their address, invalid requests against their caller', async (t) => {
+  const app = await build(t, { testAuth: true, config: { rateLimitMax: 3 } })
+  const refused = []
+  for (let i = 0; i < 4; i++) {
+    const res = await app.inject({ url: '/v2/users/me', headers: { 'x-test-user': 'not a caller' } })
+    refused.push([res.statusCode, res.json()])
+  }
+  t.same(refused, [
+    [401, { error: 'Invalid or missing token' }], [401, { error: 'Invalid or missing token' }],
+    [401, { error: 'Invalid or missing token' }], [429, TOO_MANY]
+  ], 'the fourth bad token of the minute is 429, not 401')
+  t.same(await statuses(app, 1), [429], 'the address\'s public requests share that count')
+  t.same(await statuses(app, 1, caller('carol')), [200], 'an authenticated caller at that address is counted by subject')
+
+  const invalid = []
+  for (let i = 0; i < 3; i++) {
+    const res = await app.inject({ method: 'POST', url: '/v2/messages', headers: { ...caller('dave'), 'content-type': 'application/json' }, payload: i === 0 ? '{' : '{}' })
+    invalid.push(res.statusCode)
+  }
+  t.same(invalid, [400, 400, 400], 'malformed and invalid bodies')
+  t.same(await statuses(app, 1, caller('dave')), [429], 'they counted: the caller\'s next request is refused')
+})
+
 t.test('RATE_LIMIT_MAX=0 turns limiting off', async (t) => {
   const app = await build(t, { config: { rateLimitMax: 0 } })
   const results = await statuses(app, 20)

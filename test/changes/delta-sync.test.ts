@@ -271,8 +271,8 @@ t.test('the OpenAPI document declares the route, its query (wait included) and i
   const doc = (await app.inject({ url: '/api-docs/json' })).json()
   const op = doc.paths['/v2/messages/changes']?.get
   t.ok(op, 'documented')
-  // Its own 200, 400 and 410, and what every rate-limited operation may answer (src/openapi/document.ts).
-  t.same(Object.keys(op.responses).sort(), ['200', '400', '410', '429', '500', '503'])
+  // Its own 200, 400 and 410, and what every rate-limited operation may answer, and Node's own 431 (src/openapi/document.ts).
+  t.same(Object.keys(op.responses).sort(), ['200', '400', '410', '429', '431', '500', '503'])
   t.same(op.parameters.map((p: { name: string, in: string }) => `${p.in}:${p.name}`).sort(), ['query:limit', 'query:since', 'query:wait'])
   t.ok(doc.components.schemas.MessageChanges, 'the answer is a named schema')
   // CONTRACT 13: the same 200 as JSON or as a stream of events.

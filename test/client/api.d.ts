@@ -744,6 +744,34 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            /** @description Malformed request: refused by the HTTP server before any route runs */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Bad Request"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal server error */
             500: {
                 headers: {
@@ -757,13 +785,6 @@ export interface operations {
                      */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
-            };
-            /** @description The HTTP server refused the request itself: malformed (400) or headers over 16 KiB (431); no body */
-            "4XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
             };
         };
     };
@@ -788,6 +809,34 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["Health"];
+                };
+            };
+            /** @description Malformed request: refused by the HTTP server before any route runs */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Bad Request"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Internal server error */
@@ -817,13 +866,6 @@ export interface operations {
                      */
                     "application/json": components["schemas"]["ErrorBody"];
                 };
-            };
-            /** @description The HTTP server refused the request itself: malformed (400) or headers over 16 KiB (431); no body */
-            "4XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
             };
         };
     };
@@ -975,6 +1017,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal server error */
             500: {
                 headers: {
@@ -995,7 +1057,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Overloaded: the request was shed at once; retry after Retry-After seconds */
+            /** @description Service unavailable: overloaded, or too many expensive reads (searches, pages the database must walk) running and waiting, from this address or from all; answered at once; retry after Retry-After seconds */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -1011,7 +1073,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "error": "Overloaded: the request was shed at once; retry after Retry-After seconds"
+                     *       "error": "Service unavailable: overloaded, or too many expensive reads (searches, pages the database must walk) running and waiting, from this address or from all; answered at once; retry after Retry-After seconds"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -1219,6 +1281,26 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "Too many requests from this caller this minute; retry after Retry-After seconds"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -1441,6 +1523,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal server error */
             500: {
                 headers: {
@@ -1461,7 +1563,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Overloaded: the request was shed at once; retry after Retry-After seconds */
+            /** @description Service unavailable: overloaded, or too many expensive reads (searches, pages the database must walk) running and waiting, from this address or from all; answered at once; retry after Retry-After seconds */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -1477,7 +1579,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "error": "Overloaded: the request was shed at once; retry after Retry-After seconds"
+                     *       "error": "Service unavailable: overloaded, or too many expensive reads (searches, pages the database must walk) running and waiting, from this address or from all; answered at once; retry after Retry-After seconds"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -1613,6 +1715,26 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "Too many requests: the rate limit of this caller, or LIVE_MAX_PER_CLIENT held long-polls and streams from this address; retry after Retry-After seconds"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -1786,6 +1908,26 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "Too many requests from this caller this minute; retry after Retry-After seconds"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -1968,6 +2110,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal server error */
             500: {
                 headers: {
@@ -2088,6 +2250,26 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description Malformed request: refused by the HTTP server before any route runs */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Bad Request"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid or missing token */
             401: {
                 headers: {
@@ -2125,6 +2307,26 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "Too many requests from this caller this minute; retry after Retry-After seconds"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -2376,6 +2578,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal server error */
             500: {
                 headers: {
@@ -2396,7 +2618,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Overloaded: the request was shed at once; retry after Retry-After seconds */
+            /** @description Service unavailable: overloaded, or too many expensive reads (searches, pages the database must walk) running and waiting, from this address or from all; answered at once; retry after Retry-After seconds */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2412,7 +2634,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "error": "Overloaded: the request was shed at once; retry after Retry-After seconds"
+                     *       "error": "Service unavailable: overloaded, or too many expensive reads (searches, pages the database must walk) running and waiting, from this address or from all; answered at once; retry after Retry-After seconds"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -2587,6 +2809,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal server error */
             500: {
                 headers: {
@@ -2681,6 +2923,26 @@ export interface operations {
                     "application/json": components["schemas"]["Hello"];
                 };
             };
+            /** @description Malformed request: refused by the HTTP server before any route runs */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Bad Request"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid or missing token */
             401: {
                 headers: {
@@ -2738,6 +3000,26 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "Too many requests from this caller this minute; retry after Retry-After seconds"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -2960,6 +3242,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal server error */
             500: {
                 headers: {
@@ -2980,7 +3282,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Overloaded: the request was shed at once; retry after Retry-After seconds */
+            /** @description Service unavailable: overloaded, or too many expensive reads (searches, pages the database must walk) running and waiting, from this address or from all; answered at once; retry after Retry-After seconds */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2996,7 +3298,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "error": "Overloaded: the request was shed at once; retry after Retry-After seconds"
+                     *       "error": "Service unavailable: overloaded, or too many expensive reads (searches, pages the database must walk) running and waiting, from this address or from all; answered at once; retry after Retry-After seconds"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -3129,6 +3431,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Internal server error */
             500: {
                 headers: {
@@ -3248,6 +3570,26 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "Too many requests from this caller this minute; retry after Retry-After seconds"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -3425,6 +3767,26 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "Too many requests from this caller this minute; retry after Retry-After seconds"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];
@@ -3682,6 +4044,26 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": "Too many requests from this caller this minute; retry after Retry-After seconds"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request header fields too large: the request line and headers together are over 16 KiB */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute to this caller */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left to this caller in the current minute */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the current minute ends */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "Request Header Fields Too Large"
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorBody"];

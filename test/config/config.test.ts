@@ -27,6 +27,7 @@ t.test('CONTRACT 2: the defaults', async (t) => {
     authIssuer: 'http://localhost:3002',
     devIdp: true,
     apiAudience: 'backend-3-messages',
+    jwksMaxAgeS: 600,
     databaseUrl: undefined,
     databasePoolSize: 10,
     databaseStatementTimeoutMs: 10000,
@@ -63,6 +64,7 @@ t.test('values are converted and kept', async (t) => {
     HOST: '127.0.0.1',
     AUTH_ISSUER: 'https://idp.example.com',
     API_AUDIENCE: 'other-api',
+    JWKS_MAX_AGE_S: '86400',
     DATABASE_URL: 'postgres://u@db:5432/app',
     WEATHER_API_KEY: 'k',
     NODE_ENV: 'development',
@@ -81,6 +83,7 @@ t.test('values are converted and kept', async (t) => {
     authIssuer: 'https://idp.example.com',
     devIdp: false,
     apiAudience: 'other-api',
+    jwksMaxAgeS: 86400,
     databaseUrl: 'postgres://u@db:5432/app',
     weatherApiKey: 'k',
     development: true,
@@ -95,6 +98,7 @@ t.test('values are converted and kept', async (t) => {
     liveStallS: 30
   }, 'every variable lands, converted to its type')
   t.equal(loadConfig({ DATABASE_URL: 'memory://' }).databaseUrl, 'memory://', 'memory:// is accepted')
+  t.equal(loadConfig({ JWKS_MAX_AGE_S: '1' }).jwksMaxAgeS, 1, 'JWKS_MAX_AGE_S=1 is the shortest')
   t.equal(loadConfig({ DATABASE_URL: 'postgresql://u@db/app' }).databaseUrl, 'postgresql://u@db/app', 'postgresql:// is accepted')
 })
 
@@ -139,6 +143,7 @@ t.test('invalid values: one line naming the variable', async (t) => {
     // Keep-alives below the 75 s idle timeouts of Node and HAProxy, or every quiet stream is closed.
     ...['0', '61', '75', '3600', '1.5', 'often'].map((value): [string, Record<string, string>, string] => [`LIVE_HEARTBEAT_S=${value}`, { LIVE_HEARTBEAT_S: value }, 'LIVE_HEARTBEAT_S']),
     ...['0', '-1', '3601', '2.5', 'never'].map((value): [string, Record<string, string>, string] => [`LIVE_STALL_S=${value}`, { LIVE_STALL_S: value }, 'LIVE_STALL_S']),
+    ...['0', '-5', '86401', '1.5', '1e3', 'ten'].map((value): [string, Record<string, string>, string] => [`JWKS_MAX_AGE_S=${value}`, { JWKS_MAX_AGE_S: value }, 'JWKS_MAX_AGE_S']),
     ['NODE_ENV=production without AUTH_ISSUER', { NODE_ENV: 'production' }, 'AUTH_ISSUER']
   ]
   for (const [name, env, variable] of cases) {

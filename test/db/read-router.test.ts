@@ -5,6 +5,7 @@ import { ConfigError, loadConfig } from '../../src/config.js'
 import { createDb, createReplica, type Database } from '../../src/db/client.js'
 import { isUnreachable } from '../../src/db/driver-errors.js'
 import { createReadRouter, primaryOnly } from '../../src/db/read-router.js'
+import { HeavyReadsFullError } from '../../src/errors.js'
 
 // The router on real databases: embedded PGlite instances stand for a primary and its replicas
 // (each tagged with its own name), and a postgres:// replica on a closed loopback port refuses
@@ -140,4 +141,17 @@ t.test('DATABASE_READ_URLS (CONTRACT 11)', async (t) => {
     'DATABASE_READ_URLS needs DATABASE_URL to be a postgres:// URL (replicas follow a PostgreSQL primary)')
   fails({ DATABASE_READ_URLS: 'postgres://r1/app' },
     'DATABASE_READ_URLS needs DATABASE_URL to be a postgres:// URL (replicas follow a PostgreSQL primary)')
+})
+
+t.test('an answer of the service\'s own on a replica is the read\'s outcome: no fallback to the primary', async (t) => {
+  const events: unknown[] = []
+  const read = createReadRouter(primary, [a], { onReplicaError: (event) => events.push(event) })
+  const ran: string[] = []
+  const outcome = await read(async (db) => {
+    ran.push(await whoami(db))
+    throw new HeavyReadsFullError()
+  }).catch((err: unknown) => err)
+  t.ok(outcome instanceof HeavyReadsFullError, 'the 503 of expensive reads comes through')
+  t.same(ran, ['a'], 'and the read ran on the replica alone')
+  t.same(events, [], 'with no replica failure reported')
 })

@@ -346,7 +346,8 @@ t.test('POST /authorize checks everything again, and the page can cancel', async
     ['an unknown role', { sub: 'alice', role: 'Janitor' }, [`Role must be one of ${ROLE_LIST}`]],
     ['two roles', { sub: 'alice', role: ['User', 'Owner'] }, [`Role must be one of ${ROLE_LIST}`]],
     ['long name and email', { sub: 'alice', role: 'User', name: 'n'.repeat(201), email: `${'e'.repeat(250)}@x.io` }, ['Name must be at most 200 characters', 'Email must be at most 254 characters']],
-    ['nothing chosen', {}, ['Subject is required: at most 200 characters, not only spaces', `Role must be one of ${ROLE_LIST}`]]
+    ['nothing chosen', {}, ['Subject is required: at most 200 characters, not only spaces', `Role must be one of ${ROLE_LIST}`]],
+    ['a NUL in the subject or the name', { sub: 'a\u0000b', role: 'User', name: '\u0000' }, ['Subject, name and email must be valid Unicode text without NUL characters']]
   ]
   for (const [name, fields, problems] of refusals) {
     const answer = await postAuthorize(idp, { ...authorization(challenge), ...fields })

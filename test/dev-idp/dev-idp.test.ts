@@ -1,4 +1,5 @@
 import { readFile, stat, writeFile } from 'node:fs/promises'
+import { connect, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import { calculateJwkThumbprint, createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose'
@@ -95,7 +96,11 @@ t.test('POST /token rejects invalid bodies with 400 and every failing field', as
     ['lifetime over a day', { sub: 'a', role: 'Admin', expiresIn: 86401 }, ['expiresIn must be at most 86400']],
     ['fractional lifetime', { sub: 'a', role: 'Admin', expiresIn: 1.5 }, ['expiresIn must be an integer']],
     ['lifetime as numeric text', { sub: 'a', role: 'Admin', expiresIn: '60' }, ['expiresIn must be an integer']],
-    ['lifetime as text', { sub: 'a', role: 'Admin', expiresIn: 'soon' }, ['expiresIn must be a number']]
+    ['lifetime as text', { sub: 'a', role: 'Admin', expiresIn: 'soon' }, ['expiresIn must be a number']],
+    // CONTRACT 16: the claims a local user is stored from are text PostgreSQL can hold.
+    ['NUL in sub', { sub: 'a\u0000b', role: 'Admin' }, ['sub must not contain the NUL character']],
+    ['lone surrogates in sub, email and name', { sub: 'a\ud800', role: 'Admin', email: '\udfff@x.io', name: 'N\ude00\ud83d' },
+      ['sub must be valid Unicode text', 'email must be valid Unicode text', 'name must be valid Unicode text']]
   ]
   for (const [name, payload, details] of cases) {
     t.same(await postToken(idp, payload), { status: 400, body: { error: 'Validation failed', details } }, name)
@@ -123,6 +128,49 @@ t.test('POST /token maps body and URL errors to the one error shape', async (t) 
   t.same(await send({ method: 'POST', url: '/token', headers: { 'content-type': 'application/json', 'content-length': '5' }, payload: '{}' }),
     { status: 400, body: { error: 'Bad Request' } })
   t.same(await send({ url: '/%zz' }), { status: 400, body: { error: 'Bad Request' } })
+})
+
+t.test('only a loopback Host is answered: any other is 421 Misdirected request (CONTRACT 16, DNS rebinding)', async (t) => {
+  const idp = await devIdp(t)
+  const misdirected = { status: 421, body: { error: 'Misdirected request' } }
+  const requests: InjectOptions[] = [
+    { method: 'POST', url: '/token', payload: { sub: 'mallory', role: 'Owner' } },
+    { url: '/.well-known/jwks.json' },
+    { url: '/v2/oauth/userinfo', headers: { authorization: 'Bearer x' } },
+    { url: '/authorize?client_id=swagger-ui' },
+    { method: 'OPTIONS', url: '/token', headers: { origin: 'http://localhost:3001', 'access-control-request-method': 'POST' } },
+    { url: '/nowhere' }
+  ]
+  for (const host of ['evil.example', 'evil.example:3002', 'localhost.evil.example:3002', '127.0.0.1.nip.io:3002', 'localhost:3002@evil.example', '127.0.0.2:3002', '[::2]:3002']) {
+    for (const request of requests) {
+      const response = await idp.inject({ ...request, headers: { ...request.headers, host } })
+      t.same({ status: response.statusCode, body: response.json(), cors: response.headers['access-control-allow-origin'] }, { ...misdirected, cors: undefined },
+        `Host ${JSON.stringify(host)}: ${request.method ?? 'GET'} ${request.url}`)
+    }
+  }
+  for (const host of ['localhost', 'localhost:3002', 'LocalHost:3002', '127.0.0.1', '127.0.0.1:55123', '[::1]', '[::1]:3002']) {
+    const response = await idp.inject({ method: 'POST', url: '/token', payload: { sub: 'alice', role: 'Admin' }, headers: { host } })
+    t.equal(response.statusCode, 200, `Host ${host}: answered`)
+  }
+  t.equal((await idp.inject('/.well-known/jwks.json')).statusCode, 200, 'inject\'s own Host, localhost:80, is answered')
+
+  // On a real listener, as a browser would arrive under a rebound name.
+  await idp.listen({ host: '127.0.0.1', port: 0 })
+  const { port } = idp.server.address() as AddressInfo
+  const raw = async (head: string): Promise<string> => {
+    const socket = connect(port, '127.0.0.1')
+    const chunks: Buffer[] = []
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()))
+    socket.write(`${head}\r\nConnection: close\r\n\r\n`)
+    await closed
+    const text = Buffer.concat(chunks).toString()
+    return `${text.split(' ', 2)[1]} ${text.slice(text.indexOf('\r\n\r\n') + 4)}`
+  }
+  t.equal(await raw(`GET /.well-known/jwks.json HTTP/1.1\r\nHost: rebound.example:${port}`), '421 {"error":"Misdirected request"}', 'another name: 421')
+  t.equal(await raw('GET /.well-known/jwks.json HTTP/1.0'), '421 {"error":"Misdirected request"}', 'no Host at all (HTTP/1.0): 421')
+  t.match(await raw(`GET /.well-known/jwks.json HTTP/1.1\r\nHost: 127.0.0.1:${port}`), /^200 \{"keys":\[/, 'its own address: 200')
+  t.match(await raw(`GET /.well-known/jwks.json HTTP/1.1\r\nHost: localhost:${port}`), /^200 \{"keys":\[/, 'localhost: 200')
 })
 
 t.test('unknown routes and methods answer 404 Not found', async (t) => {

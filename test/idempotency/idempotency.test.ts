@@ -81,6 +81,15 @@ t.test('parseIdempotencyKey and the request fingerprint', async (t) => {
     'the same JSON value, whatever the order and whitespace')
   t.not(requestFingerprint({ content: 'hi' }), requestFingerprint({ content: 'hi', priority: 'normal' }), 'another JSON value, another fingerprint')
   t.not(requestFingerprint({ a: [1, 2] }), requestFingerprint({ a: [2, 1] }), 'array order counts')
+
+  // CONTRACT 16: as deep as a body within the 100 KiB limit can nest, which no recursion survives.
+  const arrays = '['.repeat(51_000) + ']'.repeat(51_000)
+  t.equal(canonicalJson(JSON.parse(arrays)), arrays, '51,000 nested arrays')
+  const objects = (inner: string) => '{"z":0,"a":'.repeat(9_000) + inner + '}'.repeat(9_000)
+  t.equal(canonicalJson(JSON.parse(objects('[{"y":"\\ud800","b":null}]'))), '{"a":'.repeat(9_000) + '[{"b":null,"y":"\\ud800"}]' + ',"z":0}'.repeat(9_000),
+    '9,000 nested objects: members sorted at every depth, a lone surrogate escaped')
+  t.equal(requestFingerprint(JSON.parse(objects('1'))), requestFingerprint(JSON.parse('{ "a" : '.repeat(9_000) + '1' + ', "z" : 0 }'.repeat(9_000))),
+    'deep: the same fingerprint whatever the member order and whitespace')
 })
 
 t.test('an invalid Idempotency-Key is 400 and creates nothing', async (t) => {

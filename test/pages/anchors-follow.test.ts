@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
+import { BACKGROUND } from '../../src/db/heavy-reads.js'
 import { createCollectionReader } from '../../src/pages/reader.js'
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import { FOLLOW_MAX, FOLLOW_REACH, followCandidates, followedAnchor, STRIDE, type Anchors } from '../../src/pages/anchors/anchor-set.js'
@@ -90,7 +91,7 @@ t.test('deep pages follow the rows created since the anchors were read, exactly,
   const reader = createCollectionReader(MESSAGE_COLLECTION)
   const reads = watchDeepPageReads(t)
   const read = async (c: Case, offset: number, limit: number) => {
-    const page = await reader.read(w.app.db, c.values, { page: 1, limit, offset, sort: c.sort, order: c.desc ? 'desc' : 'asc', cursor: null, filters: '', collection: 'messages' })
+    const page = await reader.read(w.app.db, c.values, { page: 1, limit, offset, sort: c.sort, order: c.desc ? 'desc' : 'asc', cursor: null, filters: '', collection: 'messages' }, BACKGROUND)
     return { ids: (page.rows as Array<{ id: number }>).map((row) => Number(row.id)), total: page.total }
   }
   const check = async (label: string, step: number, limit: number, cases = FOLLOWING): Promise<string[]> => {
@@ -171,7 +172,7 @@ t.test('deep pages read while a client creates rows before them are each the pag
   const c: Case = { values: {}, where: 'TRUE', sort: 'subject', desc: true }
   const original = await reference(w, c)
   const nulls = Number((await rawRows<{ n: number }>(w.app, 'SELECT count(*)::int AS n FROM messages WHERE subject IS NULL'))[0]!.n)
-  const page = async (offset: number, limit: number) => await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'desc', cursor: null, filters: '', collection: 'messages' })
+  const page = async (offset: number, limit: number) => await reader.read(w.app.db, {}, { page: 1, limit, offset, sort: 'subject', order: 'desc', cursor: null, filters: '', collection: 'messages' }, BACKGROUND)
 
   const created: number[] = []
   // While the first pages and the first read of the anchors run together, the writer writes freely (up

@@ -256,6 +256,66 @@ tests.push(['400 Invalid cursor: malformed, both directions, another collection,
   t.equal((await get(app, '/v2/messages?after=&before=')).status, 200, 'empty after and before are absent')
 }])
 
+// CONTRACT 16: a forged cursor is well-formed JSON of the right shape whose key or id PostgreSQL
+// cannot take; each is `Invalid cursor` before any statement runs, never `Failed to retrieve`.
+const SORT_KEYS: Record<string, 'id' | 'text' | 'timestamptz' | 'enum' | 'integer' | 'numeric'> = Object.fromEntries([
+  ['id', 'id'], ['createdAt', 'timestamptz'], ['priority', 'enum'], ['subject', 'text'], ['name', 'text'], ['email', 'text'], ['role', 'text'],
+  ['title', 'text'], ['year', 'integer'], ['rating', 'numeric'], ['genre', 'text']
+])
+const HOSTILE_KEYS: Record<string, unknown[]> = {
+  // On sort=id the key is null; the id is what reaches the database.
+  id: [],
+  text: ['a\u0000b', '\u0000', 'y\ud800', '\udfff', 'a\ude00\ud83d', 7, true, {}],
+  // Before 4714-11-24 BC, past what an interval can carry, past bigint, and no integer at all.
+  timestamptz: ['-210866803200000001', '9223372036854774785', '9223372036854775807', '-9223372036854775808', '99999999999999999999', '1e3', '1.5', 'NaN', '\u0000'],
+  enum: ['extreme', 'low\u0000', 'Low', ''],
+  integer: ['2147483648', '-2147483649', '99999999999', '1.5', '1e3', 'NaN'],
+  numeric: ['1e400', 'NaN', 'Infinity', '1'.repeat(31), '0x10', '']
+}
+// Keys at the very ends of what the database takes are positions like any other.
+const EDGE_KEYS: Record<string, string[]> = {
+  text: ['🌧 \ud83d\ude00', ''],
+  timestamptz: ['-210866803200000000', '9223372036854774784'],
+  enum: ['urgent'],
+  integer: ['2147483647', '-2147483647'],
+  numeric: ['-' + '9'.repeat(30) + '.' + '9'.repeat(30)]
+}
+
+tests.push(['400 Invalid cursor: a key or id PostgreSQL cannot take, on every collection, sort, order and direction', async (t, app) => {
+  const encode = (text: string) => Buffer.from(text).toString('base64url')
+  for (const { path, sorts } of COLLECTIONS) {
+    for (const sort of sorts) {
+      for (const order of ['asc', 'desc']) {
+        const url = withQuery(path, `sort=${sort}&order=${order}`)
+        const issued = (await get(app, withQuery(url, 'limit=1'))).body.pagination.nextCursor as string
+        const [collection, sortField, orderField, filters, key, id] = JSON.parse(Buffer.from(issued, 'base64url').toString()) as unknown[]
+        const forge = (k: unknown, i: unknown) => encode(JSON.stringify([collection, sortField, orderField, filters, k, i]))
+        const type = SORT_KEYS[sort]!
+        const forged: Array<[string, string]> = [
+          ...(HOSTILE_KEYS[type] ?? []).map((k): [string, string] => [`key ${JSON.stringify(k)}`, forge(k, id)]),
+          ...[2 ** 53, -(2 ** 53), 1.5, '1', null].map((i): [string, string] => [`id ${JSON.stringify(i)}`, forge(key, i)]),
+          // Numbers JSON can write but no JavaScript number holds.
+          ['id 1e400', encode(`${JSON.stringify([collection, sortField, orderField, filters, key]).slice(0, -1)},1e400]`)],
+          ['id -1e400', encode(`${JSON.stringify([collection, sortField, orderField, filters, key]).slice(0, -1)},-1e400]`)]
+        ]
+        for (const direction of ['after', 'before']) {
+          for (const [name, cursor] of forged) {
+            const { status, body } = await get(app, withQuery(url, `${direction}=${cursor}`))
+            if (status !== 400 || body.error !== 'Invalid cursor') t.same({ status, body }, { status: 400, body: { error: 'Invalid cursor' } }, `${url} ${direction}: ${name}`)
+          }
+          for (const k of type === 'id' ? [null] : EDGE_KEYS[type]!) {
+            for (const i of [Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER]) {
+              const { status } = await get(app, withQuery(url, `${direction}=${forge(k, i)}`))
+              if (status !== 200) t.equal(status, 200, `${url} ${direction}: the edge key ${JSON.stringify(k)} with id ${i}`)
+            }
+          }
+        }
+        t.pass(`${url}: ${forged.length} forged cursors refused both ways, edge keys taken`)
+      }
+    }
+  }
+}])
+
 tests.push(['Link headers: page mode by page number', async (t, app) => {
   const links = async (url: string) => (await get(app, url)).link
   t.equal(await links('/v2/movies?limit=20&sort=title&page=2'),

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
+import { BACKGROUND } from '../../src/db/heavy-reads.js'
 import { createCollectionReader } from '../../src/pages/reader.js'
 import { deepPageReads, type DeepPageRead, type DeepPageVia } from '../../src/pages/deep-page-reads.js'
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
@@ -264,7 +265,7 @@ t.test('anchors still being read serve the pages they reach, exactly, and a writ
   const reads = watchDeepPageReads(t)
   const at = async (c: Combination, offset: number, limit: number): Promise<{ ids: number[], total: number }> => {
     const values = c.params.priority === undefined ? {} : { priority: c.params.priority }
-    const result = await reader.read(w.app.db, values, { page: 1, limit, offset, sort: c.sort, order: c.desc ? 'desc' : 'asc', cursor: null, filters: '', collection: 'messages' })
+    const result = await reader.read(w.app.db, values, { page: 1, limit, offset, sort: c.sort, order: c.desc ? 'desc' : 'asc', cursor: null, filters: '', collection: 'messages' }, BACKGROUND)
     return { ids: (result.rows as Array<{ id: number }>).map((row) => Number(row.id)), total: result.total }
   }
   const mismatches = async (c: Combination, offsets: number[], limit: number): Promise<string[]> => {

@@ -2,6 +2,7 @@ import t from 'tap'
 import { STRIDE } from '../../src/pages/anchors/anchor-set.js'
 import { MAX_GROUPS } from '../../src/pages/grouped.js'
 import { NEAR_START } from '../../src/pages/numbered.js'
+import { BACKGROUND } from '../../src/db/heavy-reads.js'
 import { createCollectionReader } from '../../src/pages/reader.js'
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import { NOT_HUNG_MS } from '../helpers/bounded.js'
@@ -41,7 +42,7 @@ async function mismatches (w: World, reader: ReturnType<typeof createCollectionR
     for (const offset of [...offsets].filter((o) => o >= (order === 'desc' ? 0 : NEAR_START))) {
       const limit = w.rng.pick(LIMITS)
       pages++
-      const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort, order, cursor: null, filters: '', collection: 'messages' })
+      const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort, order, cursor: null, filters: '', collection: 'messages' }, BACKGROUND)
       const got = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
       const want = rows.slice(offset, offset + limit).map((row) => row.id)
       if (got.join() !== want.join() || page.total !== total) {
@@ -102,7 +103,7 @@ t.test('a page asked before its anchors exist is located at once, and from ancho
   const vias = watchDeepPageReads(t)
   const expected = (await rawRows<{ id: number }>(w.app, 'SELECT id::int AS id FROM messages ORDER BY subject, id')).map((row) => row.id)
   const read = async (offset: number): Promise<number[]> => {
-    const page = await reader.read(w.app.db, {}, { page: 1, limit: 25, offset, sort: 'subject', order: 'asc', cursor: null, filters: '', collection: 'messages' })
+    const page = await reader.read(w.app.db, {}, { page: 1, limit: 25, offset, sort: 'subject', order: 'asc', cursor: null, filters: '', collection: 'messages' }, BACKGROUND)
     return (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
   }
   const offset = expected.length - 30

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import { NEAR_START } from '../../src/pages/numbered.js'
+import { BACKGROUND } from '../../src/db/heavy-reads.js'
 import { createCollectionReader } from '../../src/pages/reader.js'
 import { lit, rawRows, run, seedFromEnv } from '../helpers/exactness.js'
 import { deleteBySql, insertMessagesBySql, updateBySql, world, type World } from '../helpers/exactness-messages.js'
@@ -33,7 +34,7 @@ async function mismatches (w: World, reader: ReturnType<typeof createCollectionR
     const limit = w.rng.pick(LIMITS)
     pages++
     const values = shape.priority === undefined ? {} : { priority: shape.priority }
-    const page = await reader.read(w.app.db, values, { page: 1, limit, offset, sort: shape.sort, order: 'desc', cursor: null, filters: '', collection: 'messages' })
+    const page = await reader.read(w.app.db, values, { page: 1, limit, offset, sort: shape.sort, order: 'desc', cursor: null, filters: '', collection: 'messages' }, BACKGROUND)
     const got = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
     const want = rows.slice(offset, offset + limit)
     if (got.join() !== want.map((row) => row.id).join() || page.total !== rows.length) {

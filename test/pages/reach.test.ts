@@ -1,4 +1,5 @@
 import t from 'tap'
+import { BACKGROUND } from '../../src/db/heavy-reads.js'
 import { createCollectionReader } from '../../src/pages/reader.js'
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import { reachFor } from '../../src/pages/reach.js'
@@ -52,7 +53,7 @@ t.test('pages on the edge of every size are exact: from anchors, by cursor and f
     subject: (await rawRows<{ id: number }>(w.app, 'SELECT id::int AS id FROM messages ORDER BY subject, id')).map((row) => Number(row.id))
   }
   const read = async (sort: 'id' | 'subject', offset: number, limit: number, cursor: PageRequest<'id'>['cursor'] = null): Promise<number[]> => {
-    const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort, order: 'asc', cursor, filters: '', collection: 'messages' })
+    const page = await reader.read(w.app.db, {}, { page: 1, limit, offset, sort, order: 'asc', cursor, filters: '', collection: 'messages' }, BACKGROUND)
     return (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
   }
 
@@ -91,7 +92,7 @@ t.test('pages on the edge of every size are exact: from anchors, by cursor and f
   const wrong: string[] = []
   for (const limit of [30, 31, 32, 63, 64, 65, MAX_LIMIT]) {
     const after = expected.id[1000]!
-    const page = await reader.read(w.app.db, {}, { page: 1, limit, offset: 0, sort: 'id', order: 'asc', cursor: { key: null, id: after, direction: 'after' }, filters: '', collection: 'messages' })
+    const page = await reader.read(w.app.db, {}, { page: 1, limit, offset: 0, sort: 'id', order: 'asc', cursor: { key: null, id: after, direction: 'after' }, filters: '', collection: 'messages' }, BACKGROUND)
     const got = (page.rows as Array<{ id: number }>).map((row) => Number(row.id))
     const want = expected.id.slice(1001, 1001 + limit)
     if (JSON.stringify(got) !== JSON.stringify(want) || page.after !== (expected.id.length > 1001 + limit)) wrong.push(`cursor limit ${limit}`)

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
+import { BACKGROUND } from '../../src/db/heavy-reads.js'
 import { createCollectionReader } from '../../src/pages/reader.js'
 import { MESSAGE_COLLECTION } from '../../src/messages/collection.js'
 import type { PageRequest } from '../../src/pages/request.js'
@@ -36,7 +37,7 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
   const reader = createCollectionReader(MESSAGE_COLLECTION)
   const vias = watchDeepPageReads(t)
   const read = async (request: Partial<PageRequest<MessageSort>> & { sort: MessageSort, order: SortOrder }, values = {}): Promise<void> => {
-    await reader.read(w.app.db, values, { page: 1, limit: 25, offset: 0, cursor: null, filters: '', collection: 'messages', ...request })
+    await reader.read(w.app.db, values, { page: 1, limit: 25, offset: 0, cursor: null, filters: '', collection: 'messages', ...request }, BACKGROUND)
   }
 
   // Under writes: a row written before each page makes any anchors out of date, so that deep pages

@@ -53,5 +53,10 @@ t.test('SPEC 4.7: the input-validation routes', async (t) => {
     for (const id of ['0', '-1', 'abc', '3.14', '9007199254740992', '1e400', '%20']) {
       t.same(await get(id), { status: 400, body: BAD_ID }, `id ${id}: 400 Parameter "id" must be a positive integer`)
     }
+    // CONTRACT 16: percent-encoding that is not UTF-8, or a stray %, is the route's own 400 too.
+    for (const id of ['%ED%A0%80', '%zz', '%', '1%', '%FF', '%C0%AF', '1%E2%82']) {
+      t.same(await get(id), { status: 400, body: BAD_ID }, `id ${id}: 400 Parameter "id" must be a positive integer`)
+    }
+    t.same(await get('%31%32'), { status: 200, body: { id: 12 } }, 'well-formed escapes still decode: %31%32 is 12')
   })
 })

@@ -132,10 +132,19 @@ t.test('weather proxy with a key', async (t) => {
 
   t.test('the path variant', async (t) => {
     t.same(await get('/v2/weather/London'), { status: 200, body: forecast('London') })
+    // The documented 200 characters, past the router's default limit of 100 on a parameter (414).
+    const long = 'Llanfair'.repeat(25)
+    t.same(await get(`/v2/weather/${long}`), { status: 200, body: forecast(long) }, 'a city of 200 characters')
+    t.same(await get(`/v2/weather/${long}x`), { status: 400, body: { error: 'Validation failed', details: ['city must be at most 200 characters'] } },
+      'one more is the route\'s own 400')
     const city = 'São Paulo/..?#&'
     t.same(await get(`/v2/weather/${encodeURIComponent(city)}`), { status: 200, body: forecast(city) })
     t.equal(upstream.seen.at(-1)?.pathname, PATH)
     t.equal(upstream.seen.at(-1)?.searchParams.get('q'), city)
+    // CONTRACT 16: percent-encoding that is not UTF-8 reaches the route as U+FFFD, a stray % as itself.
+    t.same(await get('/v2/weather/Z%FCrich'), { status: 200, body: forecast('Z\ufffdrich') }, 'Latin-1 bytes: U+FFFD')
+    t.equal(upstream.seen.at(-1)?.searchParams.get('q'), 'Z\ufffdrich')
+    t.same(await get('/v2/weather/100%'), { status: 200, body: forecast('100%') }, 'a stray %: the city holds it')
   })
 
   t.test('an upstream failure keeps its status and message', async (t) => {

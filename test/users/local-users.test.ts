@@ -178,6 +178,18 @@ t.test('resolveLocalUser', async (t) => {
     await assertLocalUser(t, app, await me(app, await idp.sign({ sub: 'noah' })), 'noah', { email: null, name: null, role: 'User' })
   })
 
+  await t.test('a NUL or a lone surrogate in userinfo\'s name or email is stored as U+FFFD, never a 500 (CONTRACT 16)', async (t) => {
+    idp.userinfoHandler = answering({ name: 'Pat\u0000ton \ud800', email: 'pat\udfff@idp.example' })
+    const profile = { email: 'pat\ufffd@idp.example', name: 'Pat\ufffdton \ufffd', role: 'User' }
+    const token = await idp.sign({ sub: 'patton', role: 'User' })
+    await assertLocalUser(t, app, await me(app, token), 'patton', profile)
+    const response = await postMessage(app, token, 'by patton')
+    t.equal(response.statusCode, 201, 'and the person can write')
+    t.same(response.json().author.name, profile.name)
+    idp.userinfoHandler = answering({ name: 'Rain 🌧', email: 'rain@idp.example' })
+    await assertLocalUser(t, app, await me(app, await idp.sign({ sub: 'rain', role: 'User' })), 'rain', { email: 'rain@idp.example', name: 'Rain 🌧', role: 'User' })
+  })
+
   await t.test('POST /v2/messages by a new subject creates the user and links the message to it', async (t) => {
     idp.userinfoHandler = answering({ name: 'Olivia from userinfo', email: 'olivia@idp.example' })
     const token = await idp.sign({ sub: 'olivia', role: 'User', name: 'Olivia (token)' })

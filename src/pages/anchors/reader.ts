@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../../db/client.js'
-import { heavyRead } from '../../db/heavy-reads.js'
+import { BACKGROUND, heavyRead } from '../../db/heavy-reads.js'
 import { ANCHOR_BYTES } from '../../memory/budget.js'
 import { MAX_LIMIT } from '../../schemas/pagination.js'
 import { anchorSetRead, readVia } from '../deep-page-reads.js'
@@ -72,14 +72,14 @@ export class AnchorReader<S extends string, F extends string, Row extends object
    * at two versions would be wrong). After each chunk but the last, the anchors so far are published,
    * when a page can read its total beside them. It takes one heavy-read slot for the whole transaction:
    * a slot taken per chunk would let transactions holding connections wait for slots held by walks
-   * waiting for connections.
+   * waiting for connections. No request owns it: it is the gate's background work, never refused.
    */
   async #read (db: Database, sort: S, order: SortOrder, present: F[], params: Record<string, unknown>,
     publish: (part: Anchors) => void): Promise<Anchors | undefined> {
     const started = performance.now()
     let anchors: Anchors | undefined
     try {
-      anchors = await heavyRead(db, async () => await db.transaction(async (tx) => {
+      anchors = await heavyRead(db, BACKGROUND, async () => await db.transaction(async (tx) => {
         // Without JIT: the estimates of a chunk's group walk (a descending sort by subject) priced it
         // past jit_optimize_above_cost, and compiling took 0.4-0.5 s of a chunk that runs in 0.06 s.
         await tx.execute(sql`select set_config('jit', 'off', true)`)
