@@ -123,9 +123,22 @@ export default fp<MetricsPluginOptions>(async function metrics (app, opts) {
   }))
   register.registerMetric(new Gauge({
     name: 'live_unsent_bytes',
-    help: 'Event bytes written to this instance\'s streams that their clients have not taken yet, with room reserved for answers being read',
+    help: 'Event bytes written to this instance\'s streams that their clients have not taken yet, with room taken for answers being read; at most LIVE_UNSENT_BYTES',
     registers: [],
     collect () { this.set(app.changes.stats().unsentBytes) }
+  }))
+  // CONTRACT 16: that room is shared among client addresses; streams whose address holds its share wait.
+  register.registerMetric(new Gauge({
+    name: 'live_streams_waiting',
+    help: 'Streams whose next answer waits for room among what their client address may hold unsent',
+    registers: [],
+    collect () { this.set(app.changes.stats().waitingStreams) }
+  }))
+  register.registerMetric(new Gauge({
+    name: 'live_unsent_addresses',
+    help: 'Client addresses whose streams hold unsent bytes or wait for room',
+    registers: [],
+    collect () { this.set(app.changes.stats().unsentAddresses) }
   }))
   const liveDelay = new Histogram({
     name: 'live_delivery_delay_seconds',

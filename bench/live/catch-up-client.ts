@@ -1,7 +1,8 @@
 /**
- * The catch-up load client: a process of its own (started by catch-up.ts, never imported) holding SSE
- * streams of GET /v2/messages/changes, each read through a link of its own at a fixed rate (bytes a
- * second): a phone back from the background on a slow network, catching up from where it stopped. It
+ * The catch-up load client: a process of its own (started by catch-up.ts and fair.ts, never imported)
+ * holding SSE streams of GET /v2/messages/changes, each read through a link of its own at a fixed rate
+ * (bytes a second): a phone back from the background on a slow network, catching up from where it
+ * stopped (or, with no position, from the start of the initial copy). It
  * counts bytes and reads only what it must: the `id` lines (to resume after a cut-off, as an
  * EventSource does) and the end of each `data` line (whether the answer says `"hasMore":false`).
  * Bounded: it exits at CATCH_UP_LIFETIME_S, and when the benchmark goes away.
@@ -9,7 +10,8 @@
 import { Agent, request, type IncomingMessage } from 'node:http'
 
 export type ToCatchUpClient =
-  | { kind: 'start', base: string, positions: string[], limit: number, bytesPerSecond: number }
+  /** One stream per position; null: the initial copy. */
+  | { kind: 'start', base: string, positions: Array<string | null>, limit: number, bytesPerSecond: number }
   | { kind: 'stop' }
 
 export interface CaughtUpStream {
@@ -33,7 +35,7 @@ const ID = Buffer.from('id: ')
 const CAUGHT_UP = Buffer.from('"hasMore":false}')
 
 interface Stream extends CaughtUpStream {
-  since: string
+  since: string | null
   lastId: string | undefined
   began: number
   response: IncomingMessage | undefined
@@ -81,7 +83,8 @@ function open (stream: Stream): void {
   const p = plan!
   const headers: Record<string, string> = { accept: 'text/event-stream' }
   if (stream.lastId !== undefined) headers['last-event-id'] = stream.lastId
-  const req = request(`${p.base}/v2/messages/changes?since=${stream.since}&limit=${p.limit}`, { agent, headers }, (response) => {
+  const query = stream.since === null ? `limit=${p.limit}` : `since=${stream.since}&limit=${p.limit}`
+  const req = request(`${p.base}/v2/messages/changes?${query}`, { agent, headers }, (response) => {
     if (response.statusCode !== 200) {
       fail(`stream answered ${response.statusCode}`)
       response.resume()

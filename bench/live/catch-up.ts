@@ -12,6 +12,7 @@ import { BenchError } from '../run/bench-error.js'
 import { ROOT } from '../run/locations.js'
 import type { FromCatchUpClient, ToCatchUpClient } from './catch-up-client.js'
 import { raisedLimitCommand } from './fleet.js'
+import { percentile } from './histogram.js'
 import { rssKb } from './proc.js'
 import type { CatchUpReport } from './report.js'
 import { CATCH_UP_KEY, CATCH_UP_RATE, CATCH_UP_STREAMS, CATCH_UP_WRITES, catchUpName } from './rows.js'
@@ -51,10 +52,6 @@ async function positions (session: LiveSession, count: number): Promise<string[]
     found.push(since)
   }
   return found
-}
-
-function percentile (sorted: number[], p: number): number {
-  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!
 }
 
 export async function runCatchUp (session: LiveSession): Promise<CatchUpReport> {

@@ -49,3 +49,8 @@ export class DelayHistogram {
     return { count: this.count, p50: this.percentile(0.5), p99: this.percentile(0.99), max: this.max, early: this.early }
   }
 }
+
+/** The `p` quantile (0–1) of values sorted ascending; 0 for none. */
+export function percentile (sorted: readonly number[], p: number): number {
+  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!
+}

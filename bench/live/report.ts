@@ -93,6 +93,24 @@ export interface CatchUpReport {
   problems: string[]
 }
 
+export interface FairReport {
+  key: string
+  name: string
+  /** The slow address's streams: how long they took to hold what they may (undefined: they never did), and what they held then. */
+  slow: { streams: number, saturatedSeconds: number | undefined, unsentMb: number, waiting: number, paced: number, openAtEnd: number, kbRead: number, cutOffs: number }
+  /**
+   * The other clients' streams: how many got 200 headers and an event, milliseconds from the request to
+   * each, the delay of each write committed once they were open (commit returned to the writer to
+   * receipt), and how many held every write while the slow streams were still open.
+   */
+  others: { streams: number, headers: number, headersMs: { p50: number, max: number }, firstEvents: number, firstEventMs: { p50: number, max: number }, delay: DelayStats, complete: number }
+  writes: { made: number, achievedRate: number, failed: number }
+  /** The most live_unsent_bytes showed over the row, and LIVE_UNSENT_BYTES. */
+  unsentPeakMb: number
+  unsentBoundMb: number
+  problems: string[]
+}
+
 export interface LiveTarget { what: string, value: string, target: string, met?: boolean }
 
 export interface LiveReport {
@@ -102,6 +120,7 @@ export interface LiveReport {
   durationSeconds: number
   rows: DeliveryReport[]
   catchUp?: CatchUpReport
+  fair?: FairReport
   saturation: SaturationReport[]
   memory?: MemoryReport
   writePath?: WritePathReport
@@ -129,6 +148,7 @@ export function liveProblems (live: LiveReport): string[] {
     ...live.problems,
     ...live.rows.flatMap((r) => r.problems.map((p) => `${r.name}: ${p}`)),
     ...(live.catchUp?.problems ?? []).map((p) => `${live.catchUp!.name}: ${p}`),
+    ...(live.fair?.problems ?? []).map((p) => `${live.fair!.name}: ${p}`),
     ...live.saturation.flatMap((r) => r.problems.map((p) => `${r.name}: ${p}`)),
     ...(live.memory?.problems ?? []).map((p) => `${live.memory!.name}: ${p}`),
     ...(live.writePath?.problems ?? []).map((p) => `${live.writePath!.name}: ${p}`)
@@ -175,6 +195,20 @@ export function liveLines (live: LiveReport): string[] {
       `${c.catchUpSeconds.p50.toFixed(1)} / ${c.catchUpSeconds.p99.toFixed(1)} / ${c.catchUpSeconds.max.toFixed(1)} | ${c.againstLink.p50.toFixed(2)} / ${c.againstLink.p99.toFixed(2)} / ${c.againstLink.max.toFixed(2)} | ` +
       `${c.writes.achievedRate.toFixed(1)} | ${c.rss.idleMb.toFixed(0)} / ${c.rss.peakMb.toFixed(0)} (${c.rss.aboveIdleMb.toFixed(0)}) | ` +
       `${c.cpu.service.toFixed(2)} / ${c.cpu.client.toFixed(2)} / ${c.cpu.postgres === undefined ? '—' : c.cpu.postgres.toFixed(2)} | ${c.seconds.toFixed(1)} | ${c.problems.length > 0 ? 'FAILED' : 'ok'} |`)
+  }
+  const f = live.fair
+  if (f !== undefined) {
+    lines.push('', `${f.name}: the slow streams start the initial copy at limit=1000, each read by a socket whose reads are paused and drained at that rate; ` +
+      'once they hold what the service lets them (some wait for room, or they hold all of LIVE_UNSENT_BYTES), the other streams open, each from a loopback address ' +
+      'of its own, at a position from before the row\'s first write. Headers and first event: from the request. Delay: writes committed once the stream was open, ' +
+      'from the commit returning to the writer to the receipt.', '',
+    '| Slow streams: held when the others opened MB (waiting / paced) | Slow: cut-offs, KB read in all | Others: headers p50 / max ms | Others: first event p50 / max ms | ' +
+      'Others: delay p50 / p99 / max ms | Others holding every write | Writes/s made | Unsent at most MB (bound) | Status |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+    `| ${f.slow.unsentMb.toFixed(1)} (${int(f.slow.waiting)} / ${int(f.slow.paced)})${f.slow.saturatedSeconds === undefined ? ', never full' : ''} | ${int(f.slow.cutOffs)}, ${int(f.slow.kbRead)} | ` +
+      `${f.others.headers}/${f.others.streams}: ${int(f.others.headersMs.p50)} / ${int(f.others.headersMs.max)} | ${f.others.firstEvents}/${f.others.streams}: ${int(f.others.firstEventMs.p50)} / ${int(f.others.firstEventMs.max)} | ` +
+      `${ms(f.others.delay.p50)} / ${ms(f.others.delay.p99)} / ${ms(f.others.delay.max)} | ${f.others.complete}/${f.others.streams} | ${f.writes.achievedRate.toFixed(1)} | ` +
+      `${f.unsentPeakMb.toFixed(1)} (${f.unsentBoundMb.toFixed(0)}) | ${f.problems.length > 0 ? 'FAILED' : 'ok'} |`)
   }
   for (const s of live.saturation) {
     lines.push('', `${s.name}: the write rate doubled every ${s.stepSeconds} s until the p99 delay passed ${s.limitMs} ms` +

@@ -29,13 +29,24 @@ export function catchUpName (): string {
   return `SSE catch-up, ${CATCH_UP_STREAMS} streams each through its own ${CATCH_UP_RATE / 1024} KB/s link, ${CATCH_UP_WRITES} writes/s`
 }
 
+// CONTRACT 16, live delivery shared fairly: slow streams from one address, and streams of other clients (fair.ts).
+export const FAIR_KEY = 'live-fair'
+export const FAIR_SLOW_STREAMS = 64
+export const FAIR_SLOW_RATE = 1024
+export const FAIR_STREAMS = 20
+export const FAIR_WRITES = 20
+
+export function fairName (): string {
+  return `Fairness, ${FAIR_SLOW_STREAMS} streams from one address each read at ${FAIR_SLOW_RATE / 1024} KB/s, ${FAIR_STREAMS} streams from ${FAIR_STREAMS} other addresses, ${FAIR_WRITES} writes/s`
+}
+
 export const MEMORY_KEY = 'live-memory'
 export const MEMORY_CONNECTIONS = 10_000
 export const WRITE_PATH_KEY = 'live-write-path'
 export const WRITE_PATH_CLIENTS = 1000
 
 // In the order they run (section.ts).
-export const LIVE_KEYS: readonly string[] = [MEMORY_KEY, ...DELIVERY_ROWS.map((r) => r.key), CATCH_UP_KEY, ...SATURATION_ROWS.map((r) => r.key), WRITE_PATH_KEY]
+export const LIVE_KEYS: readonly string[] = [MEMORY_KEY, ...DELIVERY_ROWS.map((r) => r.key), CATCH_UP_KEY, FAIR_KEY, ...SATURATION_ROWS.map((r) => r.key), WRITE_PATH_KEY]
 // The embedded database's live rows: 100 and 1,000 clients. The write path compares two services on one
 // database, which an embedded database (one process's own) cannot be.
 export const EMBEDDED_LIVE_KEYS: readonly string[] = DELIVERY_ROWS.filter((r) => r.connections <= 1000).map((r) => r.key)

@@ -13,10 +13,11 @@ import { settle } from '../database/wait-quiet.js'
 import { followFeed, SYNC_LIMIT } from '../delta-sync/section.js'
 import { runCatchUp } from './catch-up.js'
 import { runDelivery } from './delivery.js'
+import { runFair } from './fair.js'
 import { runMemory } from './memory.js'
 import { postgresVisible } from './proc.js'
 import { liveProblems, roundsOf, type DeliveryReport, type LiveReport, type LiveTarget } from './report.js'
-import { CATCH_UP_KEY, DELIVERY_ROWS, LIVE_KEYS, MEMORY_KEY, SATURATION_ROWS, WRITE_PATH_KEY } from './rows.js'
+import { CATCH_UP_KEY, DELIVERY_ROWS, FAIR_KEY, LIVE_KEYS, MEMORY_KEY, SATURATION_ROWS, WRITE_PATH_KEY } from './rows.js'
 import { runSaturation } from './saturation.js'
 import type { LiveSession } from './session.js'
 import { runWritePath } from './write-path.js'
@@ -68,6 +69,15 @@ function sectionTargets (report: LiveReport): LiveTarget[] {
     targets.push({ what: `${c.name}: cut-offs`, value: String(c.cutOffs), target: '0', met: c.cutOffs === 0 })
     targets.push({ what: `${c.name}: reconnections`, value: String(c.reconnects), target: '0', met: c.reconnects === 0 })
     targets.push({ what: `${c.name}: service peak RSS above idle`, value: `${c.rss.aboveIdleMb.toFixed(0)} MB`, target: '≤ 256 MB', met: c.rss.aboveIdleMb <= 256 })
+  }
+  const f = report.fair
+  if (f !== undefined) {
+    // CONTRACT 16: while one address holds 64 slow streams.
+    const { others } = f
+    targets.push({ what: `${f.name}: other clients' headers, slowest`, value: others.headers < others.streams ? `${others.streams - others.headers} never` : ms(others.headersMs.max), target: '≤ 1 s', met: others.headers === others.streams && others.headersMs.max <= 1000 })
+    targets.push({ what: `${f.name}: other clients' first event, slowest`, value: others.firstEvents < others.streams ? `${others.streams - others.firstEvents} never` : ms(others.firstEventMs.max), target: '≤ 5 s', met: others.firstEvents === others.streams && others.firstEventMs.max <= 5000 })
+    targets.push({ what: `${f.name}: other clients' delay p99`, value: ms(others.delay.p99), target: '≤ 50 ms', met: others.delay.count > 0 && others.delay.p99 <= 50 })
+    targets.push({ what: `${f.name}: unsent at most`, value: `${f.unsentPeakMb.toFixed(1)} MB`, target: `≤ ${f.unsentBoundMb.toFixed(0)} MB`, met: f.unsentPeakMb <= f.unsentBoundMb })
   }
   const w = report.writePath
   if (w !== undefined && w.rounds.length > 0) {
@@ -144,6 +154,7 @@ export async function runLive (plan: LivePlan): Promise<LiveReport> {
     if (keys.has(MEMORY_KEY)) await guarded(MEMORY_KEY, async () => { report.memory = await runMemory(session) })
     for (const spec of DELIVERY_ROWS.filter((r) => keys.has(r.key))) await guarded(spec.key, async () => { report.rows.push(await runDelivery(session, spec)) })
     if (keys.has(CATCH_UP_KEY) && !session.embedded) await guarded(CATCH_UP_KEY, async () => { report.catchUp = await runCatchUp(session) })
+    if (keys.has(FAIR_KEY)) await guarded(FAIR_KEY, async () => { report.fair = await runFair(session) })
     for (const spec of SATURATION_ROWS.filter((r) => keys.has(r.key))) await guarded(spec.key, async () => { report.saturation.push(await runSaturation(session, spec)) })
     if (keys.has(WRITE_PATH_KEY) && !session.embedded) await guarded(WRITE_PATH_KEY, async () => { report.writePath = await runWritePath(session) })
   } finally {

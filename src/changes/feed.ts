@@ -7,7 +7,7 @@ import { InvalidSyncTokenError, PrimaryUnavailableError, SyncTokenExpiredError }
 import type { HistorySource } from '../db/failover/elector.js'
 import { holds, POSITION_SQL, TIMELINE_SQL } from '../db/failover/history.js'
 import { sharedRead, sharedReadByKey } from '../db/shared-read.js'
-import { decodeSyncToken, encodeSyncToken, positionKey, type ChangesPosition, type HistoryPoint, type SyncPosition } from './token.js'
+import { decodeSyncToken, encodeSyncToken, positionKey, type ChangesPosition, type HistoryPoint, type SyncPosition, type SyncToken } from './token.js'
 import { LOG_EPOCH, LOG_HORIZON } from '../db/change-log.js'
 import { MESSAGE_SOURCE, messageJsonSql } from '../messages/row.js'
 
@@ -53,6 +53,13 @@ export interface ChangesAnswer {
   hasMore: boolean
   /** `data` is []. */
   empty: boolean
+}
+
+/** Where a stream starts: a position a token stood for and where it was read, or (both undefined) the initial copy's start. */
+export interface FeedStart {
+  epoch: string | undefined
+  position: SyncPosition | undefined
+  point: HistoryPoint
 }
 
 /** What a head read says of a position: its token expired, an answer must be read, or none can be (yet). */
@@ -352,20 +359,46 @@ export function createChangeFeed (db: Database, reads: ReadRouter, options: Chan
       : changes(target, epoch, position, limit)))
   }
 
+  /** A token a client sent back, as far as it can be judged without the log: 400 malformed, 410 too old or from another history. */
+  function tokenOf (since: string): SyncToken {
+    const token = decodeSyncToken(since)
+    const age = Date.now() - token.issuedAt
+    // No answer was made in the future: such a token was altered (clocks of instances may differ a little).
+    if (age < -CLOCK_SKEW_MS) throw new InvalidSyncTokenError()
+    if (age > retentionMs) throw new SyncTokenExpiredError()
+    // A token read past where the history followed now branched off: it may have shown rows that are gone.
+    const current = history.current()
+    if (current === undefined) throw new PrimaryUnavailableError()
+    if (!holds(current, token.point.timeline, token.point.lsn)) throw new SyncTokenExpiredError()
+    return token
+  }
+
   return {
     /** The answer to GET /v2/messages/changes: 400 for a malformed token, 410 for an expired one. */
     answerFor (since: string | undefined, limit: number): Promise<ChangesAnswer> {
       if (since === undefined) return answerAt(undefined, undefined, limit)
-      const token = decodeSyncToken(since)
-      const age = Date.now() - token.issuedAt
-      // No answer was made in the future: such a token was altered (clocks of instances may differ a little).
-      if (age < -CLOCK_SKEW_MS) throw new InvalidSyncTokenError()
-      if (age > retentionMs) throw new SyncTokenExpiredError()
-      // A token read past where the history followed now branched off: it may have shown rows that are gone.
-      const current = history.current()
-      if (current === undefined) throw new PrimaryUnavailableError()
-      if (!holds(current, token.point.timeline, token.point.lsn)) throw new SyncTokenExpiredError()
+      const token = tokenOf(since)
       return answerAt(token.epoch, token.position, limit)
+    },
+
+    /**
+     * Where a stream starts, judged as its first answer would judge it but from the head alone (one
+     * small read shared by everyone asking at once): 400 for a malformed token, 410 for an expired one
+     * (too old, pruned, from before a TRUNCATE or another history), 503 while no primary is known. So
+     * these are answered as JSON before the stream begins, without reading an answer it may have no
+     * room for yet.
+     */
+    async startFor (since: string | undefined): Promise<FeedStart> {
+      if (since === undefined) {
+        const current = history.current()
+        if (current === undefined) throw new PrimaryUnavailableError()
+        // Nothing read yet: the start of the history followed now.
+        return { epoch: undefined, position: undefined, point: { timeline: current.timeline, lsn: 0n } }
+      }
+      const token = tokenOf(since)
+      const { position } = token
+      checkValid(token.epoch, position.kind === 'snapshot' ? position.watermark : position.xid, await reads(readHead))
+      return { epoch: token.epoch, position, point: token.point }
     },
 
     answerAt,

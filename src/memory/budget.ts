@@ -35,12 +35,20 @@ export const ANCHOR_BYTES = 16 * MiB
 export const USER_PAGE_BYTES = 2 * MiB
 export const MOVIE_PAGE_BYTES = 2 * MiB
 /**
- * Event bytes written to live streams that their clients have not taken yet, over all streams
- * (src/changes/live/unsent-bytes.ts). A stream holds less than LIVE_MAX_BUFFER_BYTES and one answer of
- * about 1 MiB; past this bound, streams catching up wait for their next answer until clients read, so
- * many phones catching up from different positions cannot hold an answer each.
+ * Event bytes written to live streams that their clients have not taken yet, with the room taken for
+ * answers being read, over all streams (src/changes/live/unsent-bytes.ts). A stream holds less than
+ * LIVE_MAX_BUFFER_BYTES and one answer of about 1 MiB; past this bound, streams wait for their next
+ * answer until clients read, so many phones catching up from different positions cannot hold an
+ * answer each.
  */
 export const LIVE_UNSENT_BYTES = 64 * MiB
+/**
+ * The part of it (one in this many) that an address holding more than one stream's worth cannot take
+ * (CONTRACT 16): kept for the addresses that hold little, so that one address's slow streams never
+ * hold another client's answers back. 8 MiB of the 64: room for the first answers of seven clients at
+ * once, while one address alone may still fill seven eighths.
+ */
+export const LIVE_UNSENT_KEPT_FREE_PART = 8
 
 // A string is a 16-byte header and, for the ASCII the service mostly holds, a byte a character; its
 // bytes then appear again in the serialized body.

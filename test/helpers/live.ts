@@ -178,10 +178,11 @@ export class WireStream {
     this.done = new Promise((resolve) => { this.resolveDone = resolve })
   }
 
-  static async open (url: string, headers: Record<string, string> = {}): Promise<WireStream> {
+  /** `localAddress`: the loopback address to connect from (the client address the server sees), e.g. 127.0.0.2. */
+  static async open (url: string, headers: Record<string, string> = {}, options: { localAddress?: string } = {}): Promise<WireStream> {
     const stream = new WireStream()
     await new Promise<void>((resolve, reject) => {
-      stream.req = httpRequest(url, { agent: false, headers: { accept: 'text/event-stream', ...headers } }, (res: IncomingMessage) => {
+      stream.req = httpRequest(url, { agent: false, localAddress: options.localAddress, headers: { accept: 'text/event-stream', ...headers } }, (res: IncomingMessage) => {
         stream.status = res.statusCode ?? 0
         stream.headers = res.headers
         res.setEncoding('utf8')
@@ -264,11 +265,11 @@ export class WireStream {
 }
 
 /** A test's streams, closed at teardown (before the app closes) whatever happened. */
-export function streams (t: Test): (url: string, headers?: Record<string, string>) => Promise<WireStream> {
+export function streams (t: Test): (url: string, headers?: Record<string, string>, options?: { localAddress?: string }) => Promise<WireStream> {
   const opened: WireStream[] = []
   t.teardown(() => { for (const s of opened) s.close() })
-  return async (url, headers) => {
-    const s = await WireStream.open(url, headers)
+  return async (url, headers, options) => {
+    const s = await WireStream.open(url, headers, options)
     opened.push(s)
     return s
   }

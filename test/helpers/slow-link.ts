@@ -32,14 +32,18 @@ export class SlowLink {
   #server!: Server
   #port = 0
 
-  private constructor (private readonly target: { host: string, port: number }, bytesPerSecond: number) {
+  private constructor (private readonly target: { host: string, port: number, localAddress: string | undefined }, bytesPerSecond: number) {
     this.#rate = bytesPerSecond
   }
 
-  /** A link to `target` (an http:// origin), closed when the test ends; `bytesPerSecond` Infinity passes everything on at once. */
-  static async open (t: Test, target: string, bytesPerSecond: number): Promise<SlowLink> {
+  /**
+   * A link to `target` (an http:// origin), closed when the test ends; `bytesPerSecond` Infinity passes
+   * everything on at once. `from`: the loopback address its connections to the server come from (the
+   * client address the server sees), e.g. 127.0.0.2; by default the system's choice, 127.0.0.1.
+   */
+  static async open (t: Test, target: string, bytesPerSecond: number, options: { from?: string } = {}): Promise<SlowLink> {
     const { hostname, port } = new URL(target)
-    const link = new SlowLink({ host: hostname, port: Number(port) }, bytesPerSecond)
+    const link = new SlowLink({ host: hostname, port: Number(port), localAddress: options.from }, bytesPerSecond)
     await link.#listen()
     t.teardown(() => { link.close() })
     return link
@@ -75,7 +79,8 @@ export class SlowLink {
   }
 
   #carry (client: Socket): void {
-    const upstream = connect(this.target.port, this.target.host)
+    const { host, port, localAddress } = this.target
+    const upstream = connect({ host, port, localAddress })
     const connection: Connection = {
       request: '',
       delivered: 0,

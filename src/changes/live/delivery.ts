@@ -4,10 +4,10 @@ import type { FastifyReply } from 'fastify'
 import { DrainingError, LiveFullError, TooManyRequestsError } from '../../errors.js'
 import { resourcePolicyFor } from '../../http/resource-policy.js'
 import { LIVE_UNSENT_BYTES } from '../../memory/budget.js'
-import { ANSWER_MAX_BYTES, type ChangesAnswer, type ChangeFeed } from '../feed.js'
-import { EVENT_STREAM_HEADERS, EventStream, frameEvent, frameKeepAlive } from './event-stream.js'
+import type { ChangesAnswer, ChangeFeed } from '../feed.js'
+import { ANSWER_ROOM_BYTES, EVENT_STREAM_HEADERS, EventStream, frameEvent, frameKeepAlive } from './event-stream.js'
 import type { FailureReport } from './failure-streak.js'
-import { createLiveHub, FAN_OUT_SLICE, type Group } from './hub.js'
+import { createLiveHub, FAN_OUT_SLICE, type Group, type Placement } from './hub.js'
 import { HeldPoll } from './long-poll.js'
 import { createLiveSlots } from './slots.js'
 import { connectionKey, unacknowledgedBytes, type Asked } from './unacknowledged.js'
@@ -16,7 +16,8 @@ import { UnsentBytes } from './unsent-bytes.js'
 // Live delivery of the change feed (CONTRACT 13): a long-poll held until its position can be answered,
 // and Server-Sent Events that follow the feed. Both start with the answer a poll would get, from the
 // same repository; what they wait for is the hub's (hub.ts), so a held client costs the database
-// nothing of its own.
+// nothing of its own. What streams hold unsent is shared fairly among client addresses (CONTRACT 16,
+// unsent-bytes.ts): a stream answers its headers once admitted, and its events wait for room.
 
 export interface LiveOptions {
   /** LIVE_MAX_CONNECTIONS: held long-polls and open streams of this instance; 0 turns live delivery off. */
@@ -33,7 +34,7 @@ export interface LiveOptions {
   watchMs: number
   /** SHUTDOWN_GRACE_MS: on SIGTERM, streams get half of it to pass on their last event. */
   shutdownGraceMs: number
-  /** What streams may hold unsent together (default LIVE_UNSENT_BYTES). */
+  /** What streams may hold unsent together, shared among client addresses (default LIVE_UNSENT_BYTES). */
   unsentBytes?: number
   /** Whether the system's own send queues are read to tell a client that stopped reading (default true where they exist). */
   systemQueues?: boolean
@@ -95,8 +96,9 @@ function askedOf (streams: Iterable<EventStream>): Asked {
 }
 
 export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hooks: LiveHooks) {
-  const unsent = new UnsentBytes(options.unsentBytes ?? LIVE_UNSENT_BYTES)
-  const hub = createLiveHub({ feed, watchMs: options.watchMs, frame: frameEvent, delivered: hooks.delivered, unsent, failures: hooks.failures })
+  // An address holding up to one stream's most (its pacing bound and one answer) is never held back by another's.
+  const unsent = new UnsentBytes({ limit: options.unsentBytes ?? LIVE_UNSENT_BYTES, light: options.maxBufferBytes + ANSWER_ROOM_BYTES })
+  const hub = createLiveHub({ feed, watchMs: options.watchMs, frame: frameEvent, delivered: hooks.delivered, failures: hooks.failures })
   const slots = createLiveSlots(options.maxConnections, options.maxPerClient)
   const streams = new Set<EventStream>()
   const polls = new Map<HeldPoll, () => void>()
@@ -171,7 +173,7 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
           if (!stream.open) continue
         }
         // A stream still sending what it was given is not quiet; it is only waiting for its client.
-        if (stream.lastWrite <= quietSince && stream.unsent === 0) stream.write(keepAliveOf(stream.group))
+        if (stream.lastWrite <= quietSince && stream.unsent === 0) stream.keepAlive(keepAliveOf(stream.group))
       }
     } finally {
       sweeping = false
@@ -228,14 +230,15 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
 
     /**
      * Opens a stream at the client's position. A malformed or expired token is answered as JSON
-     * before anything is streamed; after that, one event per answer with changes.
+     * before anything is streamed; after that the headers at once, whatever the streams hold, then
+     * one event per answer with changes, each once there is room for it (CONTRACT 16).
      */
     async stream (reply: FastifyReply, request: LiveRequest): Promise<void> {
       admit(reply, request.address)
       const response = reply.raw
       const opened: { stream?: EventStream } = {}
       // The slot is given back when the response closes, however it ends: an error answered as JSON,
-      // the client leaving (even while its first answer is read), the stream ended or cut off.
+      // the client leaving (even while its token is checked), the stream ended or cut off.
       whenClosed(response, () => {
         slots.release(request.address)
         if (opened.stream === undefined) return
@@ -243,35 +246,30 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
         hub.leave(opened.stream)
         opened.stream.closed()
       })
-      // Its first answer is held like any other until the client takes it: it waits for room too.
-      const release = await unsent.reserve(ANSWER_MAX_BYTES)
-      try {
-        const first = await feed.answerFor(request.since, request.limit)
-        reply.hijack()
-        if (isClosed(response)) return
-        // The headers every response gets (security, CORS, request id) were set as the request arrived.
-        // Never compressed: a compressor per stream would hold back events until it flushes, and
-        // would cost more memory than the connection itself.
-        const headers: OutgoingHttpHeaders = {}
-        for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = value
-        Object.assign(headers, EVENT_STREAM_HEADERS)
-        const policy = resourcePolicyFor(headers['access-control-allow-origin'])
-        if (policy !== undefined) headers['cross-origin-resource-policy'] = policy
-        response.writeHead(200, headers)
-        response.flushHeaders()
-        const stream = new EventStream(response, { maxBufferBytes: options.maxBufferBytes, unsent })
-        opened.stream = stream
-        streams.add(stream)
-        if (closing) {
-          stream.end()
-          return
-        }
-        const at = { epoch: first.epoch, position: first.next, limit: request.limit, catchingUp: first.hasMore, point: first.point }
-        if (first.empty || stream.writeEvent(frameEvent(first)) === 'ready') hub.place(stream, at)
-        else stream.whenReady(() => { hub.place(stream, at) })
-      } finally {
-        release()
+      const start = await feed.startFor(request.since)
+      reply.hijack()
+      if (isClosed(response)) return
+      // The headers every response gets (security, CORS, request id) were set as the request arrived.
+      // Never compressed: a compressor per stream would hold back events until it flushes, and
+      // would cost more memory than the connection itself.
+      const headers: OutgoingHttpHeaders = {}
+      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = value
+      Object.assign(headers, EVENT_STREAM_HEADERS)
+      const policy = resourcePolicyFor(headers['access-control-allow-origin'])
+      if (policy !== undefined) headers['cross-origin-resource-policy'] = policy
+      response.writeHead(200, headers)
+      response.flushHeaders()
+      const stream = new EventStream(response, { maxBufferBytes: options.maxBufferBytes, unsent, address: request.address })
+      opened.stream = stream
+      streams.add(stream)
+      if (closing) {
+        stream.end()
+        return
       }
+      // Its first answer is read by the hub like any other, shared with every stream starting there,
+      // once the stream has room for it.
+      const at: Placement = { ...start, limit: request.limit, catchingUp: true }
+      stream.whenReady(() => { hub.place(stream, at) }, true)
     },
 
     /** A write through this instance committed. */
@@ -279,8 +277,22 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
 
     stats () {
       let paced = 0
-      for (const stream of streams) if (stream.paced) paced++
-      return { ...hub.stats(), heldPolls: polls.size, openStreams: streams.size, pacedStreams: paced, unsentBytes: unsent.held, stalledStreams: stalled }
+      let waiting = 0
+      for (const stream of streams) {
+        if (stream.paced) paced++
+        if (stream.waiting) waiting++
+      }
+      return {
+        ...hub.stats(),
+        heldPolls: polls.size,
+        openStreams: streams.size,
+        pacedStreams: paced,
+        waitingStreams: waiting,
+        stalledStreams: stalled,
+        unsentBytes: unsent.held,
+        unsentHighest: unsent.highest,
+        unsentAddresses: unsent.addresses
+      }
     },
 
     /**

@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
-import type { ChangesAnswer } from '../feed.js'
+import { ANSWER_MAX_BYTES, type ChangesAnswer } from '../feed.js'
 import type { Delivered, Group, Waiter } from './hub.js'
-import type { UnsentBytes } from './unsent-bytes.js'
+import type { Room, UnsentBytes } from './unsent-bytes.js'
 import { liveSpan } from '../../tracing/live-span.js'
 
 // Server-Sent Events framing (CONTRACT 13), written here rather than with @fastify/sse: that plugin
@@ -49,6 +49,15 @@ export function frameKeepAlive (token: string | undefined): Buffer {
 export const EVENT_STREAM_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-store' }
 
 /**
+ * The room a stream takes for its next answer before it is read: ANSWER_MAX_BYTES, the entry that
+ * crosses it (the cut lets it in; 4,000 characters however escaped, and the rest of its message) and
+ * the event's framing. An answer larger still (rows written by SQL past the API's limits, text that
+ * escapes into six bytes a character) takes what it lacks when it is written, or waits for room for
+ * all of it.
+ */
+export const ANSWER_ROOM_BYTES = ANSWER_MAX_BYTES + 65_536
+
+/**
  * Bytes handed to the socket at a time. Node counts a chunk in full until all of it is written, and
  * reports nothing of it before: slices tell, as the client reads, how much still waits, and that it
  * moves. A client reading 1 KB a second still takes one within LIVE_STALL_S; fewer, larger writes cost
@@ -59,8 +68,10 @@ const SLICE_BYTES = 65_536
 export interface EventStreamOptions {
   /** LIVE_MAX_BUFFER_BYTES: the next event is written only once less than this waits unsent. */
   maxBufferBytes: number
-  /** What every stream holds, together. */
+  /** What every stream holds, together, shared among client addresses. */
   unsent: UnsentBytes
+  /** The client address what it holds is counted against (as TRUST_PROXY resolves it). */
+  address: string
 }
 
 /**
@@ -68,6 +79,10 @@ export interface EventStreamOptions {
  * socket takes them, and the stream asks for the next only once less than LIVE_MAX_BUFFER_BYTES of
  * what it wrote still waits unsent. A client that keeps reading, however slowly, is never cut off;
  * one that reads nothing for LIVE_STALL_S is (stalledFor, by the delivery's sweep).
+ *
+ * Nothing is written without room for it among what its client's address may hold (CONTRACT 16,
+ * unsent-bytes.ts): before an answer is read for it (whenReady with `due`), or when an answer read
+ * for every stream waiting at a position comes (answer: 'deferred' when there is none).
  *
  * No write carries a callback: the socket's 'drain' (the socket had a slice or more waiting, and has
  * passed it all on) hands it the next slice and tells a paced stream it may go on. The common event,
@@ -92,6 +107,13 @@ export class EventStream implements Waiter {
   /** Since when something waits unsent with nothing passed on, as the sweeps saw it. */
   #waitingSince: number | undefined
   #onReady: (() => void) | undefined
+  /** What #onReady waits for besides its client: room for the answer it goes on to read. */
+  #due = false
+  /** Room taken for its next answer, and the request for it while it waits. */
+  #room: Room | undefined
+  #asking: (() => void) | undefined
+  /** What that room is asked for: one answer, or as much as the last answer it had no room for. */
+  #roomWanted = ANSWER_ROOM_BYTES
   readonly #drained = (): void => { this.#progress() }
   // Tracing (CONTRACT 15): made while the request is handled; its span counts the events written.
   readonly #span = liveSpan('stream')
@@ -118,54 +140,62 @@ export class EventStream implements Waiter {
     return this.#handed - (this.#socket?.writableLength ?? 0)
   }
 
-  answer (_answer: ChangesAnswer, event: () => Buffer): Delivered {
-    return this.writeEvent(event())
+  /**
+   * Writes an answer's event (framed once for every stream at its position), counted as a delivery:
+   * 'gone' when the stream is closed; 'deferred', nothing written, when there is no room for it;
+   * 'paced' when its client must read, or room be found for the next answer of a copy or catch-up
+   * (hasMore), before it gets another; else 'ready'.
+   */
+  answer (answer: ChangesAnswer, event: () => Buffer): Delivered {
+    if (!this.#writable()) return 'gone'
+    const bytes = this.#onWire(event())
+    const room = this.#roomFor(bytes.length)
+    if (room === undefined) return 'deferred'
+    this.#send(bytes, room)
+    this.#roomWanted = ANSWER_ROOM_BYTES
+    this.#span.delivered()
+    if (this.unsent >= this.options.maxBufferBytes) return 'paced'
+    // Room for the next now, if it is there: the stream then stays with the others at its position.
+    if (answer.hasMore) this.#room = this.options.unsent.take(this.options.address, ANSWER_ROOM_BYTES)
+    return answer.hasMore && this.#room === undefined ? 'paced' : 'ready'
   }
 
-  /** Writes an event (framed by frameEvent), counted as a delivery; see write(). */
-  writeEvent (framed: Buffer): Delivered {
-    const delivered = this.write(framed)
-    if (delivered !== 'gone') this.#span.delivered()
-    return delivered
+  /** Caught up with nothing to say: the room it took for the answer that said so goes back. */
+  idle (): void {
+    if (this.#room !== undefined) this.options.unsent.release(this.#room)
+    this.#room = undefined
+  }
+
+  /** Writes a keep-alive, unless even its few bytes find no room (the next sweep tries again). */
+  keepAlive (framed: Buffer): boolean {
+    if (!this.#writable()) return false
+    const bytes = this.#onWire(framed)
+    const room = this.options.unsent.take(this.options.address, bytes.length, true)
+    if (room === undefined) return false
+    this.#send(bytes, room)
+    return true
   }
 
   /**
-   * Writes a whole block (an event, or a keep-alive): 'gone' when the stream is closed, 'paced' when
-   * its client must read before it gets another, else 'ready'.
+   * Paced, or between answers: `resume` runs once less than LIVE_MAX_BUFFER_BYTES waits unsent and,
+   * when `due` (an answer is to be read for it at once), it holds room for that answer; never if the
+   * stream closes first. Its client reading is told by the socket's 'drain', or by the next sweep when
+   * less than the socket's high-water mark waited.
    */
-  write (framed: Buffer): Delivered {
-    const socket = this.#socket
-    if (!this.#open || this.#ending || socket === null || socket.destroyed) return 'gone'
-    const bytes = this.response.chunkedEncoding ? framed : unchunk(framed)
-    this.lastWrite = performance.now()
-    // The common case, once per client of every event fanned out: a small event the socket takes at once.
-    if (this.#queued === 0 && bytes.length <= SLICE_BYTES && socket.writableLength < SLICE_BYTES) {
-      this.#handed += bytes.length
-      socket.write(bytes)
-      const waiting = socket.writableLength
-      if (waiting === 0 && this.#reported === 0) return 'ready'
-      this.#report(waiting)
-      return waiting >= this.options.maxBufferBytes ? 'paced' : 'ready'
-    }
-    this.#queue.push(bytes)
-    this.#queued += bytes.length
-    this.#pump()
-    const unsent = this.unsent
-    this.#report(unsent)
-    return unsent >= this.options.maxBufferBytes ? 'paced' : 'ready'
-  }
-
-  /**
-   * Paced: `resume` runs once less than LIVE_MAX_BUFFER_BYTES waits unsent (never if the stream closes
-   * first): at the socket's 'drain', or at the next sweep when less than the socket's high-water mark waited.
-   */
-  whenReady (resume: () => void): void {
+  whenReady (resume: () => void, due: boolean): void {
     this.#onReady = resume
+    this.#due = due
+    this.#progress()
   }
 
   /** Waiting for its client to read before it gets its next answer. */
   get paced (): boolean {
-    return this.#onReady !== undefined
+    return this.#onReady !== undefined && this.#asking === undefined
+  }
+
+  /** Waiting for room for its next answer among what its address may hold. */
+  get waiting (): boolean {
+    return this.#asking !== undefined
   }
 
   /**
@@ -213,7 +243,71 @@ export class EventStream implements Waiter {
     this.#queue.length = 0
     this.#queued = 0
     this.#socket?.off('drain', this.#drained)
+    this.#asking?.()
+    this.#asking = undefined
+    if (this.#room !== undefined) this.options.unsent.release(this.#room)
+    this.#room = undefined
     this.#report(0)
+  }
+
+  #writable (): boolean {
+    const socket = this.#socket
+    return this.#open && !this.#ending && socket !== null && !socket.destroyed
+  }
+
+  #onWire (framed: Buffer): Buffer {
+    return this.response.chunkedEncoding ? framed : unchunk(framed)
+  }
+
+  /**
+   * Room for `bytes`: the room it holds, with what that lacks taken now; undefined, and its room given
+   * back, when there is none, and its next request is for all of it. Room of the whole limit writes
+   * whatever comes: an answer cannot wait for more than there is.
+   */
+  #roomFor (bytes: number): Room | undefined {
+    const { unsent, address } = this.options
+    const held = this.#room
+    this.#room = undefined
+    if (held !== undefined && (held.bytes >= bytes || held.bytes >= unsent.limit)) return held
+    const more = unsent.take(address, bytes - (held?.bytes ?? 0))
+    if (more !== undefined && held === undefined) return more
+    if (more !== undefined && held !== undefined) {
+      held.bytes += more.bytes
+      return held
+    }
+    if (held !== undefined) unsent.release(held)
+    this.#roomWanted = bytes
+    return undefined
+  }
+
+  /** Writes a whole block, its bytes counted out of `room` and what is left of that given back. */
+  #send (bytes: Buffer, room: Room): void {
+    const socket = this.#socket!
+    this.lastWrite = performance.now()
+    // The common case, once per client of every event fanned out: a small event the socket takes at once.
+    if (this.#queued === 0 && bytes.length <= SLICE_BYTES && socket.writableLength < SLICE_BYTES) {
+      this.#handed += bytes.length
+      socket.write(bytes)
+    } else {
+      this.#queue.push(bytes)
+      this.#queued += bytes.length
+      this.#pump()
+    }
+    this.#report(this.unsent, room)
+    this.options.unsent.release(room)
+  }
+
+  /** Asks for room for its next answer, once. */
+  #ask (): void {
+    if (this.#asking !== undefined) return
+    let granted = false
+    const cancel = this.options.unsent.ask(this.options.address, this.#roomWanted, (room) => {
+      granted = true
+      this.#asking = undefined
+      this.#room = room
+      this.#progress()
+    })
+    if (!granted) this.#asking = cancel
   }
 
   #pump (): void {
@@ -247,16 +341,20 @@ export class EventStream implements Waiter {
     this.#pump()
     const unsent = this.unsent
     this.#report(unsent)
-    if (this.#onReady !== undefined && unsent < this.options.maxBufferBytes) {
-      const resume = this.#onReady
-      this.#onReady = undefined
-      resume()
+    if (this.#onReady === undefined || unsent >= this.options.maxBufferBytes) return
+    if (this.#due && this.#room === undefined) {
+      this.#ask()
+      return
     }
+    const resume = this.#onReady
+    this.#onReady = undefined
+    resume()
   }
 
-  #report (unsent: number): void {
+  /** Brings its share of the shared count up to date; growth is counted out of `from` first. */
+  #report (unsent: number, from?: Room): void {
     if (unsent === this.#reported) return
-    this.options.unsent.adjust(unsent - this.#reported)
+    this.options.unsent.adjust(this.options.address, unsent - this.#reported, from)
     this.#reported = unsent
   }
 }

@@ -1,9 +1,8 @@
 import { setImmediate } from 'node:timers/promises'
 import { SyncTokenExpiredError } from '../../errors.js'
-import { ANSWER_MAX_BYTES, type ChangesAnswer, type ChangesHead, type ChangeFeed } from '../feed.js'
+import type { ChangesAnswer, ChangesHead, ChangeFeed } from '../feed.js'
 import { positionKey, type HistoryPoint, type SyncPosition } from '../token.js'
 import { FailureStreak, type FailureReport } from './failure-streak.js'
-import type { UnsentBytes } from './unsent-bytes.js'
 import { createChangeWatcher } from './watcher.js'
 
 // The clients an instance holds, grouped by the position they wait at (CONTRACT 13). Each head the
@@ -25,14 +24,18 @@ import { createChangeWatcher } from './watcher.js'
 // Streams are paced by their clients: a stream that has an answer's worth waiting unsent leaves its
 // group with that answer's position, and is placed again there once its client has read enough, as
 // a long-poll arriving then would be. So a group holds only streams ready for the next answer, a read
-// stays shared among them, and catching up (hasMore) moves on only for streams that have drained. Reads
-// for streams catching up wait while the streams together hold their bound unsent (unsent-bytes.ts).
+// stays shared among them, and catching up (hasMore) moves on only for streams that have drained.
+// Nor does a stream get an answer without room for it among what its client's address may hold
+// (unsent-bytes.ts, CONTRACT 16): it takes that room before it is placed where an answer is read at
+// once (a copy, a catch-up), and one that finds none when an answer comes for a position it waited
+// at with nothing to say is placed there again once it has room, to be answered then.
 
 /**
  * What became of a client given an answer: a long-poll is 'done'; a stream is 'ready' for the next,
- * or 'paced' until its client has read enough; a client that left is 'gone'.
+ * 'paced' until its client has read enough (or it has room for the next), or 'deferred', not
+ * written, until it has room for an answer at its position; a client that left is 'gone'.
  */
-export type Delivered = 'done' | 'ready' | 'paced' | 'gone'
+export type Delivered = 'done' | 'ready' | 'paced' | 'deferred' | 'gone'
 
 /** A client held by the hub: a long-poll that waits for one answer, or a stream that follows the feed. */
 export interface Waiter {
@@ -45,8 +48,13 @@ export interface Waiter {
    * waiting there.
    */
   answer: (answer: ChangesAnswer, event: () => Buffer) => Delivered
-  /** After 'paced': runs `resume` once the client has read enough. */
-  whenReady?: (resume: () => void) => void
+  /**
+   * After 'paced' or 'deferred': runs `resume` once the client has read enough and, when `due` (it
+   * is placed where an answer is read at once), it holds room for that answer.
+   */
+  whenReady?: (resume: () => void, due: boolean) => void
+  /** An answer without changes left it waiting for changes: what it held for that answer is no longer needed. */
+  idle?: () => void
   /** Its position expired (410): the log no longer holds what it needs. */
   expired: () => void
 }
@@ -102,8 +110,6 @@ export interface HubOptions {
   frame: (answer: ChangesAnswer) => Buffer
   /** An answer was written to every client waiting for it, this long (seconds) after it became answerable. */
   delivered: (delaySeconds: number) => void
-  /** What streams hold unsent: reads for streams catching up wait for room. */
-  unsent: UnsentBytes
   /** Failed reads of the feed, reported once per streak (of head reads, of answer reads), then its end. */
   failures: FailureReport
 }
@@ -185,6 +191,7 @@ export function createLiveHub (options: HubOptions) {
       const frame = (): Buffer => (event ??= options.frame(answer))
       const waiters = [...group.waiters]
       const point = laterPoint(group.point, answer.point)
+      let written = 0
       for (let i = 0; i < waiters.length; i++) {
         // Thousands of socket writes take tens of milliseconds: requests, and the reads of other
         // positions, go on between slices instead of waiting behind the whole fan-out.
@@ -196,27 +203,33 @@ export function createLiveHub (options: HubOptions) {
         // A client that left meanwhile is no longer in the group.
         if (!group.waiters.has(waiter)) continue
         const delivered = waiter.answer(answer, frame)
+        if (delivered !== 'deferred' && delivered !== 'gone') written++
         if (delivered === 'ready') continue
         group.waiters.delete(waiter)
         waiter.group = undefined
         // Its client reads before it goes on from this answer's position, alone or with others there then.
         if (delivered === 'paced') {
           const at: Placement = { epoch: answer.epoch, position: answer.next, limit: group.limit, catchingUp: answer.hasMore, point }
-          waiter.whenReady?.(() => { if (!closed) place([waiter], at) })
+          waiter.whenReady?.(() => { if (!closed) place([waiter], at) }, at.catchingUp)
+        }
+        // Nothing written: it is answered from where it stood once it has room, by a read of its own then.
+        if (delivered === 'deferred') {
+          const at: Placement = { epoch: group.epoch, position: group.position, limit: group.limit, catchingUp: true, point: group.point }
+          waiter.whenReady?.(() => { if (!closed) place([waiter], at) }, true)
         }
       }
       // Once per answer, not per client: the delay until the last client waiting for it was written to.
-      if (waiters.length > 0) options.delivered((performance.now() - foundAt) / 1000)
+      if (written > 0) options.delivered((performance.now() - foundAt) / 1000)
     }
     const staying = [...group.waiters]
     group.waiters.clear()
+    // Nothing was written to them, and nothing is read for them at once: they wait for changes.
+    if (answer.empty && !answer.hasMore) for (const waiter of staying) waiter.idle?.()
     move(group, staying, answer.epoch, answer.next, answer.hasMore, answer.point)
   }
 
   async function readGroup (group: Group, foundAt: number): Promise<void> {
     group.reading = true
-    // Streams catching up take room for their answer first; a caught-up position is read at once.
-    const release = group.due ? await options.unsent.reserve(ANSWER_MAX_BYTES) : undefined
     answerReads++
     let answer: ChangesAnswer
     try {
@@ -225,7 +238,6 @@ export function createLiveHub (options: HubOptions) {
         ? await feed.changesAfter(epoch, position, group.limit)
         : await feed.answerAt(epoch, position, group.limit)
     } catch (err) {
-      release?.()
       group.reading = false
       if (err instanceof SyncTokenExpiredError) expire(group)
       else {
@@ -241,11 +253,7 @@ export function createLiveHub (options: HubOptions) {
     group.reading = false
     group.failures = 0
     group.retryAt = 0
-    try {
-      if (!closed) await deliver(group, answer, foundAt)
-    } finally {
-      release?.()
-    }
+    if (!closed) await deliver(group, answer, foundAt)
   }
 
   // Judges every waiting position against a head. Reads and fan-outs it starts go on by themselves:
