@@ -25,6 +25,14 @@ export interface RunSettings {
 // Answers of a cold row checked against the oracle after the row: each is a query of its own there.
 const SEQUENCE_SAMPLES = 30
 
+/**
+ * The client a cold row's request stands for: each request another one, as many people each asking for
+ * a page of their own are, behind the proxy the service trusts (TRUST_PROXY=127.0.0.1, ../servers/
+ * child-servers.ts). The service shares its expensive reads among client addresses (CONTRACT 16): from
+ * one address, the row would measure one client's share, not the service.
+ */
+export const clientAddress = (n: number): string => `10.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`
+
 /** A cold row's requests: the next path of the sequence each time, every VERIFY_EVERY-th answer kept for checking. */
 function sequenceRequests (sequence: Sequence, samples: Array<[string, string]>): CannonRequest[] {
   let sent = 0
@@ -32,9 +40,10 @@ function sequenceRequests (sequence: Sequence, samples: Array<[string, string]>)
   return [{
     method: 'GET',
     setupRequest: (request, context) => {
-      const path = sequence.paths[sent++ % sequence.paths.length]!
+      const n = sent++
+      const path = sequence.paths[n % sequence.paths.length]!
       context.path = path
-      return { ...request, path }
+      return { ...request, path, headers: { ...request.headers, 'x-forwarded-for': clientAddress(n) } }
     },
     onResponse: (status, body, context) => {
       if (status === 200 && answered++ % (sequence.sampleEvery ?? VERIFY_EVERY) === 0 && samples.length < SEQUENCE_SAMPLES) samples.push([String(context.path), body])

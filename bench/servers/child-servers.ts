@@ -168,6 +168,10 @@ const serverEnv = ({ databaseUrl, identity }: ServerPlan): NodeJS.ProcessEnv =>
 
 // The live rows (bench/live/) hold up to 10,000 clients, all from 127.0.0.1, on one service.
 const LIVE_ENV = { LIVE_MAX_CONNECTIONS: '12000', LIVE_MAX_PER_CLIENT: '20000' }
+// The load generator at 127.0.0.1 stands for a proxy: a cold row's request carries the address of the
+// client it stands for in X-Forwarded-For (../run/measure-row.ts). Clients bound to other loopback
+// addresses (the search flood's) are clients themselves, as are requests without the header.
+const CLIENTS_ENV = { TRUST_PROXY: '127.0.0.1' }
 
 /**
  * Starts the service on the plan's database, with `env` over its settings (the write path's live-off
@@ -177,7 +181,7 @@ export async function startService (plan: ServerPlan, env: NodeJS.ProcessEnv = {
   // BENCH_SERVICE_NODE_ARGS: flags for a diagnosis only (`--cpu-prof --cpu-prof-dir=/tmp/prof`), which NODE_OPTIONS refuses.
   const extra = process.env.BENCH_SERVICE_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? []
   // The embedded service runs in EMBEDDED_DIR, where its default ./.data/pglite is the seeded directory.
-  return await startChild('service', 'src/server.js', { ...serverEnv(plan), RATE_LIMIT_MAX: '0', LOG_LEVEL: 'info', ...LIVE_ENV, ...env }, '/health/ready',
+  return await startChild('service', 'src/server.js', { ...serverEnv(plan), RATE_LIMIT_MAX: '0', LOG_LEVEL: 'info', ...LIVE_ENV, ...CLIENTS_ENV, ...env }, '/health/ready',
     { cwd: plan.embedded ? EMBEDDED_DIR : ROOT, nodeArgs: [...SERVICE_NODE_ARGS, ...extra], logName, raiseFileLimit: true })
 }
 

@@ -18,10 +18,13 @@ import type { Database } from './client.js'
  */
 export const HEAVY_READS = 8
 /**
- * How many of them one client may run at once: a quarter, so that a client asking for many at once
- * (a flood, or a page of a few searches) leaves room for three others at least.
+ * How many of them one client may run at once: one. Each keeps a core of the database busy for as long
+ * as it runs, so a client asking for many at once (a flood, or a page of a few searches) gets them one
+ * after another, and the cores stay for the cheap requests of everyone and the heavy reads of other
+ * clients: with two each, the creates beside a one-address flood missed their p99 of 1 s on two cores
+ * (docs/benchmarks.md, "Expensive reads admitted").
  */
-export const HEAVY_READS_PER_CLIENT = 2
+export const HEAVY_READS_PER_CLIENT = 1
 /**
  * Heavy reads waiting per handle: as many as run, about as many as can start within HEAVY_READ_WAIT_MS
  * when every place is taken by reads that take about that long (a search of a short term on a large
