@@ -2,6 +2,7 @@ import { negotiate } from '@fastify/accept-negotiator'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { MissingQueryError } from '../../src/errors.js'
+import { askerOf } from '../../src/http/asker.js'
 import { createIdempotentCreator } from '../../src/idempotency/idempotent-create.js'
 import { createRepresentation, sendJson } from '../../src/http-cache/representation.js'
 import { messageLocation } from '../../src/messages/row.js'
@@ -44,7 +45,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     // Who asks, for the admission of a deep page the database must walk (CONTRACT 16).
-    const asker = { address: request.ip, signal: request.signal }
+    const asker = askerOf(request)
     return list.send(request, reply, await messagesRepository.listPage(request.query, list.conditional(request), asker))
   })
 
@@ -61,7 +62,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     const term = request.query.q
     if (term === undefined || term.trim() === '') throw new MissingQueryError('q')
     // Who asks, for the admission of the term's read (CONTRACT 16).
-    const asker = { address: request.ip, signal: request.signal }
+    const asker = askerOf(request)
     return search.send(request, reply, await messagesRepository.searchPage(term, request.query, search.conditional(request), asker))
   })
 

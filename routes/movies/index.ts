@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { askerOf } from '../../src/http/asker.js'
 import { createRepresentation } from '../../src/http-cache/representation.js'
 import { expensiveReadUnavailable } from '../../src/openapi/document.js'
 import { ErrorRef, NotModified, Ref } from '../../src/schemas/common.js'
@@ -19,7 +20,7 @@ const movies: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     // Who asks, for the admission of a deep page the database must walk (CONTRACT 16).
-    const asker = { address: request.ip, signal: request.signal }
+    const asker = askerOf(request)
     return list.send(request, reply, await moviesRepository.listPage(request.query, list.conditional(request), asker))
   })
 }

@@ -26,12 +26,13 @@ export const HEAVY_READS = 8
  */
 export const HEAVY_READS_PER_CLIENT = 1
 /**
- * Heavy reads waiting per handle: as many as run, about as many as can start within HEAVY_READ_WAIT_MS
- * when every place is taken by reads that take about that long (a search of a short term on a large
- * table). One waiting beyond them would most likely wait its whole time and be refused all the same,
- * holding its client that long for nothing.
+ * Heavy reads waiting per handle. The wait (HEAVY_READ_WAIT_MS), not the length of the queue, bounds
+ * how long a waiter is held; the queue's bound only keeps its memory small. Heavy reads vary from tens
+ * of milliseconds (a rare term) to a second (a common one): with as few waiting as run, a burst of quick
+ * ones was refused while every one of them would have started within its wait (1,233 of a minute's
+ * random searches at 1,000,000 messages answered 503, none after waiting).
  */
-export const HEAVY_READS_WAITING = 8
+export const HEAVY_READS_WAITING = 64
 /** Waiting per client: what one client's burst may hold of the queue. */
 export const HEAVY_READS_WAITING_PER_CLIENT = 2
 /**
@@ -41,11 +42,14 @@ export const HEAVY_READS_WAITING_PER_CLIENT = 2
  */
 export const HEAVY_READ_WAIT_MS = 1000
 
-/** Who a heavy read is for: a client, by its address (as TRUST_PROXY resolves it), and its request's signal. */
+/**
+ * Who a heavy read is for: a client, by its address (as TRUST_PROXY resolves it), and its request's
+ * signal. A request's asker reads both only when asked (src/http/asker.ts): read them only for a heavy read.
+ */
 export interface Asker {
-  address: string
+  readonly address: string
   /** Aborts when the client has gone: a read still waiting never starts, and a running one is cancelled. */
-  signal?: AbortSignal
+  readonly signal?: AbortSignal
 }
 
 /**

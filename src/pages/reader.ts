@@ -73,7 +73,8 @@ export function createCollectionReader<S extends string, F extends string, Row e
   /**
    * A page by cursor: up to `limit` rows beyond it, whether any lie the other way, and the total (or
    * `companion`). Under filters its index does not lead with, the seek walks until it has a page: it
-   * runs with `signal`, so that it stops when its client has gone.
+   * runs with `signal`, so that it stops when its client has gone. Unfiltered, it reads `limit` rows of
+   * the sort's index and needs none.
    */
   async function seek (db: Database, cursor: Cursor, page: PageRequest<S>, present: F[], params: Record<string, unknown>, signal: AbortSignal | undefined, companion?: Companion): Promise<PageResult<Row>> {
     const scan = scanOf(cursor, page.order)
@@ -165,7 +166,7 @@ export function createCollectionReader<S extends string, F extends string, Row e
       const present = presentFilters(spec, values)
       if (present === null) return { rows: [], total: 0, keys: [], before: false, after: false }
       const params = filterParams(spec, present, values)
-      if (page.cursor !== null) return await seek(db, page.cursor, page, present, params, asker.signal, companion)
+      if (page.cursor !== null) return await seek(db, page.cursor, page, present, params, present.length > 0 ? asker.signal : undefined, companion)
       if (page.offset >= NEAR_START) return await deep(db, page, present, params, asker)
       if (soughtFromStart(page, present)) {
         const reach = reachFor(page.offset + page.limit, NEAR_START + MAX_LIMIT)
