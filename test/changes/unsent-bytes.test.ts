@@ -13,7 +13,7 @@ const LIMIT = 64 * MiB
 const ANSWER = MiB
 const LIGHT = 2 * MiB
 
-const budget = (): UnsentBytes => new UnsentBytes({ limit: LIMIT, light: LIGHT })
+const budget = (): UnsentBytes => new UnsentBytes({ limit: LIMIT, light: LIGHT, answer: ANSWER })
 
 /** Takes answers' room for `address` until the rule refuses; what it got. */
 function takeAll (unsent: UnsentBytes, address: string): Room[] {
@@ -35,6 +35,19 @@ t.test('an address alone takes all but what it leaves free for others; another a
   t.ok(second !== undefined, 'and, holding one stream\'s worth or less, for its next')
   t.equal(unsent.take('phone', ANSWER), undefined, 'past one stream\'s worth, it too leaves the rest free')
   t.equal(unsent.take('heavy', 1), undefined, 'the heavy address gets nothing more')
+})
+
+t.test('addresses holding little leave one answer\'s room free between them: a new address still gets room at once', async (t) => {
+  const unsent = budget()
+  takeAll(unsent, 'heavy')
+  const light = ['a', 'b', 'c', 'd']
+  for (const address of light) t.ok(unsent.take(address, ANSWER) !== undefined, `${address}, holding nothing, gets room for an answer`)
+  t.equal(unsent.held, LIMIT - unsent.keptFree + light.length * ANSWER)
+  // Each now holds one answer; a second keeps it within LIGHT, taken while one answer stays free.
+  const second = light.map((address) => unsent.take(address, ANSWER) !== undefined)
+  t.same(second, [true, true, true, false], 'the last of them would take the last answer\'s room, and is refused')
+  t.equal(unsent.limit - unsent.held, ANSWER, 'one answer\'s room is free')
+  t.ok(unsent.take('phone', ANSWER) !== undefined, 'an address holding nothing gets it')
 })
 
 t.test('turned into unsent bytes as they are written, room is counted once; what is left is given back', async (t) => {

@@ -97,7 +97,7 @@ function askedOf (streams: Iterable<EventStream>): Asked {
 
 export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hooks: LiveHooks) {
   // An address holding up to one stream's most (its pacing bound and one answer) is never held back by another's.
-  const unsent = new UnsentBytes({ limit: options.unsentBytes ?? LIVE_UNSENT_BYTES, light: options.maxBufferBytes + ANSWER_ROOM_BYTES })
+  const unsent = new UnsentBytes({ limit: options.unsentBytes ?? LIVE_UNSENT_BYTES, light: options.maxBufferBytes + ANSWER_ROOM_BYTES, answer: ANSWER_ROOM_BYTES })
   const hub = createLiveHub({ feed, watchMs: options.watchMs, frame: frameEvent, delivered: hooks.delivered, failures: hooks.failures })
   const slots = createLiveSlots(options.maxConnections, options.maxPerClient)
   const streams = new Set<EventStream>()

@@ -8,11 +8,12 @@ import { LIVE_UNSENT_KEPT_FREE_PART } from '../../memory/budget.js'
 // its unsent bytes. So the total never passes the limit, however many streams, positions or addresses
 // (but for the few bytes of a response's head and of its end, which are written without room).
 //
-// The share rule. An address that holds little (up to `light`: what one stream holds at most while it
-// asks for its next answer) may take any room that is free; one that holds more may take only while
-// `keptFree` stays free after it. So one address, however many slow streams it holds, leaves room for
-// the first answers of every other client, and a stream of an address holding nothing gets room for
-// an answer whenever there is room for it at all. Requests that wait are served by address, the
+// The share rule. An address holding nothing may take any room that is free. One that holds little (up
+// to `light`: what one stream holds at most while it asks for its next answer) may take room while one
+// `answer` stays free after it, and one that holds more only while `keptFree` does. So one address,
+// however many slow streams it holds, leaves room for the first answers of every other client; many
+// addresses holding little together still leave an answer's room for the next client; and a stream of
+// an address holding nothing gets room for an answer whenever there is room for it at all. Requests that wait are served by address, the
 // address holding least first (round robin among equals), never first come first served over one pile:
 // as the room one address's clients free comes back, it goes to the addresses that hold less.
 
@@ -30,13 +31,16 @@ interface Holder { readonly address: string, held: number, readonly requests: Re
 export interface UnsentBytesOptions {
   /** What streams may hold unsent together (LIVE_UNSENT_BYTES). */
   limit: number
-  /** What an address may hold and still take any free room: one stream's steady most, LIVE_MAX_BUFFER_BYTES and one answer. */
+  /** What an address may hold and still take room up to the last `answer`: one stream's steady most, LIVE_MAX_BUFFER_BYTES and one answer. */
   light: number
+  /** The room of one answer, which addresses holding little leave free for an address holding nothing. */
+  answer: number
 }
 
 export class UnsentBytes {
   readonly limit: number
   readonly light: number
+  readonly answer: number
   /** What addresses holding more than `light` leave free for the others. */
   readonly keptFree: number
   #held = 0
@@ -49,6 +53,7 @@ export class UnsentBytes {
   constructor (options: UnsentBytesOptions) {
     this.limit = options.limit
     this.light = options.light
+    this.answer = options.answer
     this.keptFree = Math.max(options.limit / LIVE_UNSENT_KEPT_FREE_PART, options.light)
   }
 
@@ -73,14 +78,15 @@ export class UnsentBytes {
   }
 
   /**
-   * Room for `bytes` now, or undefined. `anyShare` (a keep-alive's few bytes): within the limit only,
-   * whatever the address holds. Otherwise by the share rule, and never ahead of an address that holds
+   * Room for `bytes` now, or undefined. `anyShare` (a keep-alive's few bytes): within the limit, and
+   * for an address that holds any, short of the last answer's room (its streams have bytes on their
+   * way, which keep them alive; many keep-alives would otherwise eat that room away). Otherwise by the share rule, and never ahead of an address that holds
    * less and waits.
    */
   take (address: string, bytes: number, anyShare = false): Room | undefined {
     const holder = this.#holder(address)
     const allowed = anyShare
-      ? bytes <= this.limit - this.#held
+      ? bytes <= this.limit - this.#held - (holder.held === 0 ? 0 : this.answer)
       : holder.requests.length === 0 && this.#fits(holder, bytes) && this.#first(holder)
     if (allowed) return this.#grant(holder, bytes)
     this.#forget(holder)
@@ -161,8 +167,8 @@ export class UnsentBytes {
   #fits (holder: Holder, bytes: number): boolean {
     const free = this.limit - this.#held
     if (bytes > free) return false
-    if (holder.held === 0 || holder.held + bytes <= this.light) return true
-    return free - bytes >= this.keptFree
+    if (holder.held === 0) return true
+    return free - bytes >= (holder.held + bytes <= this.light ? this.answer : this.keptFree)
   }
 
   /** No address that holds less is waiting. */
