@@ -1,10 +1,11 @@
 /**
  * `npm run bench`: the load benchmark (docs/benchmarks.md). Seeds the database when needed, starts the
- * servers, measures every row against each of them, and writes the results to bench/results/.
+ * servers, measures every row against each of them, and writes the results to bench/results/. With
+ * --target, it measures a deployment it did not start instead (./run/target-run.ts, bench/TARGET.md).
  */
 import { mkdirSync } from 'node:fs'
 import { createTokens, type Tokens } from './run/caller-tokens.js'
-import { messageCount, type DeferredWrites } from './checks/answer-checks.js'
+import { messageCount, oracleAnswers, type DeferredWrites } from './checks/answer-checks.js'
 import { failureText, helpText, parseOptions, type BenchOptions } from './run/command-line.js'
 import { bulkInsertCost, serverCpu } from './database/cpu-per-write.js'
 import { measureSeekFloor, SEEK_FLOOR_KEY } from './database/seek-floor.js'
@@ -18,13 +19,14 @@ import type { BenchReport } from './report/bench-report.js'
 import { checkDeferred, describeMachine, failed, RSS_LIMIT_MB, writeResults } from './report/write-results.js'
 import { buildRows } from './rows/index.js'
 import { runRows, warmUp } from './run/run-rows.js'
+import { runTarget } from './run/target-run.js'
 import { cleanup, handleSignals, isStopping, startIdentityProvider, startServers, type Identity } from './servers/child-servers.js'
 
 /** Starts the servers, measures the rows and writes the results; returns the exit code. */
 async function run (options: BenchOptions, identity: Identity, tokens: Tokens, oracle: Oracle, seed: BenchReport['seed']): Promise<number> {
   const machine = describeMachine(oracle)
   const servers = await startServers({ ...options, identity })
-  const rows = (await buildRows(oracle, options.keys, tokens, servers.service, options.maxRequests))
+  const rows = (await buildRows({ oracle, answers: oracleAnswers(oracle), keys: options.keys, tokens, service: servers.service, maxRequests: options.maxRequests }))
     .map((row) => ({ ...row, targets: row.targets.filter((target) => servers[target] !== undefined) }))
   const deferred: DeferredWrites[] = []
   const databaseCpu = await serverCpu(oracle)
@@ -75,6 +77,7 @@ async function main (args: string[]): Promise<number> {
     return 0
   }
   mkdirSync(RESULTS_DIR, { recursive: true })
+  if (options.target !== undefined) return await runTarget(options, options.target)
   const seed = await prepareDatabase(options)
   const identity = await startIdentityProvider(process.env.API_AUDIENCE ?? 'backend-3-messages')
   const tokens = await createTokens(identity)

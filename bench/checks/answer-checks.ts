@@ -4,6 +4,7 @@
  */
 import { EVERYTHING, type Oracle, type Where } from './reference-sql.js'
 import { pageQuery } from './path-queries.js'
+import { BenchError } from '../run/bench-error.js'
 
 export type Item = Record<string, unknown>
 
@@ -17,6 +18,11 @@ export interface PageExpectation {
   totalUpTo?: number
   /** Checks the content of the items; returns a problem or undefined. */
   items?: (data: Item[]) => string | undefined
+  /**
+   * On a target (--target), whose database the benchmark cannot read: `total` and `ids` are not known,
+   * and the answer is checked for its shape only (see shapeProblem), in the order `orderBy` names.
+   */
+  shapeOnly?: { orderBy: string }
 }
 
 /** A check of a Platformatic peer's answer, which sees the headers: a page's total is a header there. */
@@ -38,6 +44,7 @@ export function pageProblem (body: string, expect: PageExpectation): string | un
   if (parsed === undefined) return `body is not JSON: ${body.slice(0, 80)}`
   const { data, pagination } = parsed
   if (!Array.isArray(data) || pagination === undefined) return `not a page: ${body.slice(0, 80)}`
+  if (expect.shapeOnly !== undefined) return shapeProblem(data as Item[], pagination, expect, expect.shapeOnly.orderBy)
   // Under writes the total grows while the row runs: any total the table had meanwhile is exact.
   const stated = pagination.total
   const total = expect.totalUpTo !== undefined && typeof stated === 'number' && stated >= expect.total && stated <= expect.totalUpTo ? stated : expect.total
@@ -48,6 +55,68 @@ export function pageProblem (body: string, expect: PageExpectation): string | un
   const ids = (data as Item[]).map((item) => Number(item.id))
   if (ids.join(',') !== expect.ids.join(',')) return `ids ${ids.slice(0, 3).join(',')}… are not the expected ${expect.ids.slice(0, 3).join(',')}… (${ids.length} of ${expect.ids.length})`
   return expect.items?.(data as Item[])
+}
+
+/** Item members by the SQL column an ORDER BY names, for the keys whose order is the same in JavaScript. */
+const ORDERED_MEMBERS: Record<string, string> = { id: 'id', created_at: 'createdAt' }
+
+/**
+ * A page checked without the database: its page and limit as asked, a total and a page count that agree,
+ * as many items as the limit (fewer on the last page only), integer ids in the order asked for, and the
+ * items' own check (a filter, a search term).
+ */
+function shapeProblem (data: Item[], pagination: Record<string, unknown>, expect: PageExpectation, orderBy: string): string | undefined {
+  for (const key of ['page', 'limit'] as const) {
+    if (pagination[key] !== expect[key]) return `pagination.${key} is ${String(pagination[key])}, expected ${expect[key]}`
+  }
+  const { total, totalPages } = pagination
+  if (typeof total !== 'number' || !Number.isInteger(total) || total < 0) return `pagination.total is ${String(total)}`
+  if (totalPages !== Math.ceil(total / expect.limit)) return `pagination.totalPages is ${String(totalPages)} for a total of ${total}`
+  if (data.length > expect.limit) return `${data.length} items on a page of limit ${expect.limit}`
+  if (expect.page < Math.ceil(total / expect.limit) && data.length !== expect.limit) return `${data.length} items on page ${expect.page} of ${String(totalPages)}, expected ${expect.limit}`
+  if (!data.every((item) => Number.isInteger(item.id))) return 'an item without an integer id'
+  const [column, direction] = (orderBy.split(',')[0] ?? '').trim().split(' ')
+  const member = ORDERED_MEMBERS[column ?? '']
+  if (member !== undefined) {
+    const values = data.map((item) => item[member] as number | string)
+    const sign = direction === 'desc' ? -1 : 1
+    const at = values.findIndex((value, i) => i > 0 && (value < values[i - 1]! ? -1 : value > values[i - 1]! ? 1 : 0) * sign < 0)
+    if (at !== -1) return `items out of ${member}${direction === 'desc' ? ' descending' : ''} order at ${at}: ${String(values[at - 1])} then ${String(values[at])}`
+  }
+  return expect.items?.(data)
+}
+
+/**
+ * Where a row's expected answers come from: the oracle's exact ones (`exact`), or on a target, whose
+ * database the benchmark cannot read, the target's own statement of its totals and a check of the
+ * answers' shape.
+ */
+export interface Answers {
+  exact: boolean
+  /** The messages a list or search path finds (default: every message). */
+  total: (path?: string) => Promise<number>
+  /** The answer expected to a list or search path, with `items` as the check of its items. */
+  expect: (path: string, items?: PageExpectation['items']) => Promise<PageExpectation>
+}
+
+export function oracleAnswers (oracle: Oracle): Answers {
+  return {
+    exact: true,
+    total: async (path) => await oracle.count(path === undefined ? EVERYTHING : pageQuery(path).where),
+    expect: async (path, items) => ({ ...await expectPath(oracle, path), items })
+  }
+}
+
+/** A target's answers: the totals as it states them, every answer checked for its shape (shapeProblem). */
+export function statedAnswers (base: string): Answers {
+  return {
+    exact: false,
+    total: async (path) => await statedTotal(base, path),
+    expect: async (path, items) => {
+      const { page, limit, orderBy } = pageQuery(path)
+      return { page, limit, total: 0, ids: [], items, shapeOnly: { orderBy } }
+    }
+  }
 }
 
 export function sampled (verify: (body: string) => string | undefined, problems: string[]): (body: string) => boolean {
@@ -84,9 +153,6 @@ export async function expectPage (oracle: Oracle, where: Where, page: number, li
   return { page, limit, total, ids, items }
 }
 
-/** The messages whose content or subject contains `term`, as the search endpoint matches them. */
-export const searchWhere = (term: string): Where => pageQuery(`/v2/messages/search?q=${encodeURIComponent(term)}`).where
-
 /** The exact answer to a list or search path (bench/checks/path-queries.ts). */
 export async function expectPath (oracle: Oracle, path: string): Promise<PageExpectation> {
   const query = pageQuery(path)
@@ -121,10 +187,13 @@ export async function lostWrites (oracle: Oracle, acknowledged: number[], added:
 /** Writes the oracle cannot see while the service runs (the embedded database), checked once it has stopped. */
 export interface DeferredWrites { row: string, acknowledged: number[], added: number, connections: number }
 
-/** The message count as the service states it (the total of a list page), for a database only it can read. */
-export async function statedTotal (base: string): Promise<number> {
-  const page = await (await fetch(`${base}/v2/messages?limit=1`)).json() as { pagination: { total: number } }
-  return page.pagination.total
+/** The message count (or a path's total) as the service states it, for a database only it can read. */
+export async function statedTotal (base: string, path = '/v2/messages?limit=1'): Promise<number> {
+  const response = await fetch(base + path, { signal: AbortSignal.timeout(30_000) })
+  const body = await response.text()
+  const total = (parseJson(body) as { pagination?: { total?: unknown } } | undefined)?.pagination?.total
+  if (response.status !== 200 || typeof total !== 'number') throw new BenchError(`${path} answered ${response.status}, not a page: ${body.slice(0, 80)}`)
+  return total
 }
 
 /** The message count: from the oracle when it sees the service's writes, else as the service states it. */

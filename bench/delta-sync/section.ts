@@ -11,7 +11,7 @@ import { BenchError } from '../run/bench-error.js'
 import { EVERYTHING, type Oracle } from '../checks/reference-sql.js'
 import { sampleRss } from '../load/memory-and-health-probes.js'
 import { int, type SyncReport } from '../report/bench-report.js'
-import type { Child } from '../servers/child-servers.js'
+import type { Server } from '../servers/child-servers.js'
 import { settle } from '../database/wait-quiet.js'
 
 interface ChangeEntry { op: string, id: number, message?: Item }
@@ -106,11 +106,11 @@ async function initialSync (base: string, count: number, run: number, problems: 
  * (a) The full initial sync with limit 1000, from no `since` until hasMore=false, INITIAL_SYNC_RUNS times (the
  *     median reported, each walk checked), and the service's peak RSS through them. Returns the last walk.
  */
-async function initialSyncs (service: Child, oracle: Oracle, report: SyncReport): Promise<FeedWalk> {
+async function initialSyncs (service: Server, oracle: Oracle, report: SyncReport): Promise<FeedWalk> {
   const { problems } = report
   const countBefore = await oracle.count(EVERYTHING)
   const newestBefore = await newestChange(oracle)
-  const rss = sampleRss(service.process.pid)
+  const rss = sampleRss(service.process?.pid)
   const walks: TimedWalk[] = []
   let walk: FeedWalk | undefined
   try {
@@ -133,7 +133,7 @@ async function initialSyncs (service: Child, oracle: Oracle, report: SyncReport)
 }
 
 /** CATCH_UP_WRITES creates through the API, CATCH_UP_CONCURRENCY at a time, untimed by the walks; returns the created ids. */
-async function catchUpWrites (service: Child, tokens: Tokens, report: SyncReport): Promise<number[]> {
+async function catchUpWrites (service: Server, tokens: Tokens, report: SyncReport): Promise<number[]> {
   const writers = await tokens.post('sync')
   const bodies = postBodies()
   const created: number[] = []
@@ -162,7 +162,7 @@ async function catchUpWrites (service: Child, tokens: Tokens, report: SyncReport
 }
 
 /** CATCH_UP_RUNS walks at `limit` from the same caught-up token; every created id must come as an upsert. */
-async function catchUpWalks (service: Child, since: string, limit: number, created: number[], problems: string[]): Promise<SyncReport['catchUp'][number]> {
+async function catchUpWalks (service: Server, since: string, limit: number, created: number[], problems: string[]): Promise<SyncReport['catchUp'][number]> {
   const times: number[] = []
   let first: { entries: number, calls: number, missing: number } | undefined
   for (let run = 0; run < CATCH_UP_RUNS; run++) {
@@ -184,7 +184,7 @@ async function catchUpWalks (service: Child, since: string, limit: number, creat
  * timed): from one caught-up token until an answer says hasMore=false, at the default limit and at 1000.
  * A failure is recorded as a problem of the section; the rest of the benchmark goes on.
  */
-export async function measureSync (service: Child, oracle: Oracle, tokens: Tokens): Promise<SyncReport> {
+export async function measureSync (service: Server, oracle: Oracle, tokens: Tokens): Promise<SyncReport> {
   const report: SyncReport = { catchUp: [], problems: [] }
   try {
     const walk = await initialSyncs(service, oracle, report)

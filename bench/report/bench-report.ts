@@ -15,7 +15,13 @@ export interface Measurement {
   rps: number
   p50: number
   p99: number
+  /** Answers that are neither 2xx nor shed. */
   non2xx: number
+  /**
+   * Answers 503 with Retry-After: the service's admission control turning a request away at once (CONTRACT
+   * 16, and load shedding, CONTRACT 11). Counted apart, not as failures; `rps` counts the answers served.
+   */
+  shed?: number
   errors: number
   /** Peak resident set size of the server process during the row, in MB. */
   peakRssMb: number
@@ -32,6 +38,8 @@ export interface RowReport {
   key: string
   name: string
   results: Partial<Record<Target, Measurement>>
+  /** On a target (--target): why the row did not run there (ROW_NEEDS in bench/rows/index.ts). */
+  skipped?: string
   /** A row measured against another row of the same run: the service's ratio must reach `target`. */
   /** The row this one is compared with, its ratio's target, and that row measured again just before this one. */
   reference?: { key: string, target: number, measured?: Measurement }
@@ -108,6 +116,8 @@ export interface BenchReport {
   seekFloor?: SeekFloor | string
   /** The service's reads of anchors over the run, from its /metrics. */
   anchorReads?: AnchorReads[]
+  /** A run against a deployment the benchmark did not start (--target): where, with which tokens, and whether it wrote. */
+  target?: { url: string, tokens: 'file' | 'idp' | 'none', writes: boolean }
 }
 
 export const failed = (m: Measurement | undefined): boolean => m !== undefined && m.problems.length > 0
@@ -130,14 +140,61 @@ export function machineLine (m: Machine): string {
   return `${m.cpus} × ${m.cpuModel}, ${m.memoryGb.toFixed(1)} GB memory, ${m.os}, Node ${m.node}, ${m.postgres}`
 }
 
-/** The targets a report has figures for: the default three always (their columns are always printed), the peer when it ran. */
+/** The targets a report has figures for: the default three always (their columns are always printed), the peer when it ran; a target's run, the service alone. */
 function reported (report: BenchReport): Target[] {
+  if (report.target !== undefined) return ['service']
   return TARGETS.filter((t) => DEFAULT_TARGETS.includes(t) || report.rows.some((row) => row.results[t] !== undefined))
+}
+
+/** A status with the row's shed answers, when it had any. */
+function withShed (status: string, m: Measurement | undefined): string {
+  return (m?.shed ?? 0) > 0 ? `${status} (${int(m!.shed!)} shed)` : status
+}
+
+/** The note under a table with shed answers: what they are, and that they are no failure. */
+function shedLines (report: BenchReport): string[] {
+  const shed = report.rows.reduce((n, row) => n + TARGETS.reduce((k, t) => k + (row.results[t]?.shed ?? 0), 0), 0)
+  if (shed === 0) return []
+  return ['', `Shed: ${int(shed)} answers 503 with Retry-After, the service's admission control turning requests away at once ` +
+    '(expensive reads beyond what it runs at once and a short wait, CONTRACT 16; load shedding, CONTRACT 11). They are counted apart, ' +
+    'not as failures, and req/s counts the answers served.']
+}
+
+const TOKEN_SOURCES = { file: 'from --token-file', idp: 'minted by the deployment\'s identity provider (--idp)', none: 'none (the rows that call as a user are skipped)' }
+
+/** A target's table: the service alone, the shed answers in a column, the skipped rows and why. */
+function targetTable (report: BenchReport, target: NonNullable<BenchReport['target']>): string[] {
+  const m = report.machine
+  const lines = [
+    `# Benchmark of ${target.url}, ${report.date}`,
+    '',
+    `Target: ${target.url}, a deployment the benchmark did not start. Load generator: ${m.cpus} × ${m.cpuModel}, ${m.memoryGb.toFixed(1)} GB memory, ${m.os}, Node ${m.node}.`,
+    `${int(report.messages)} messages as the target states them, ${report.connections} connections, ${report.durationSeconds} s per row; ` +
+      `tokens ${TOKEN_SOURCES[target.tokens]}; writes ${target.writes ? 'allowed (--allow-writes)' : 'none made (no --allow-writes)'}.`,
+    'Answers are checked for their shape (page and limit as asked, a total and page count that agree, full pages, ids in order, ' +
+      'filters and search terms in every item), not against the database, which the benchmark does not read on a target. ' +
+      'Not measured on a target: the naive baseline, the ceiling and the Platformatic peer, which run only beside a database of the benchmark\'s own.',
+    '',
+    '| Row | req/s | p50 ms | p99 ms | Non-2xx / errors | Shed (503 + Retry-After) | /health probe p99 ms | Status |',
+    '|---|---:|---:|---:|---:|---:|---:|---|'
+  ]
+  for (const row of report.rows) {
+    const service = row.results.service
+    if (row.skipped !== undefined || service === undefined) {
+      lines.push(`| ${row.name} | — | — | — | — | — | — | skipped: ${row.skipped ?? 'not measured'} |`)
+      continue
+    }
+    const [s, s50, s99] = cells(service)
+    lines.push(`| ${row.name} | ${s} | ${s50} | ${s99} | ${service.non2xx} / ${service.errors} | ${int(service.shed ?? 0)} | ` +
+      `${service.health === undefined ? '—' : ms(service.health.p99)} | ${failed(service) ? 'FAILED' : 'ok'} |`)
+  }
+  return lines
 }
 
 /** The Markdown report: one line per row, service beside baseline and ceiling (and the Platformatic peer when it ran), then failures. */
 export function renderMarkdown (report: BenchReport): string {
   const peer = reported(report).includes('platformatic')
+  if (report.target !== undefined) return renderRest(report, targetTable(report, report.target))
   const lines = [
     `# Benchmark, ${report.date}`,
     '',
@@ -167,9 +224,15 @@ export function renderMarkdown (report: BenchReport): string {
     const pRatio = peer ? `${ratio(service, platformatic)} | ` : ''
     lines.push(`| ${row.name} | ${s} | ${s50} | ${s99} | ${b} | ${b50} | ${b99} | ${c} | ${c99} | ${p}${ratio(service, baseline)} | ${ratio(service, ceiling)} | ${pRatio}` +
       `${service === undefined ? '—' : `${service.non2xx} / ${service.errors}`} | ${service?.health === undefined ? '—' : ms(service.health.p99)} | ` +
-      `${service === undefined ? '—' : service.peakRssMb.toFixed(0)} | ${status} |`)
+      `${service === undefined ? '—' : service.peakRssMb.toFixed(0)} | ${withShed(status, service)} |`)
   }
-  const referenced = report.rows.filter((row) => row.reference !== undefined)
+  return renderRest(report, lines)
+}
+
+/** What follows the table: the shed answers, the reference rows, the write costs, the probes, the sections, the failures. */
+function renderRest (report: BenchReport, lines: string[]): string {
+  lines.push(...shedLines(report))
+  const referenced = report.rows.filter((row) => row.reference !== undefined && row.skipped === undefined)
   if (referenced.length > 0) {
     lines.push('', 'Rows measured against another row of this run (service), that row measured again just before each:', '',
       '| Row | Service req/s | p99 ms | Reference row | Reference req/s | Ratio | Target | Met |', '|---|---:|---:|---|---:|---:|---:|---|')
@@ -190,7 +253,7 @@ export function renderMarkdown (report: BenchReport): string {
     lines.push('', `GET /health, probed one request at a time every 50 ms through every row: p99 at most ${ms(worst)} ms in a row ` +
       `(the longest probe ${ms(Math.max(...probed.map((h) => h.max)))} ms), ${int(probed.reduce((n, h) => n + h.count, 0))} probes, ${failures} not answered 200.`)
   }
-  if (report.rssLimitMb === undefined) lines.push('', 'Peak RSS on the embedded database includes the database itself (its thread, buffers and WebAssembly memory); no bound is applied.')
+  if (report.rssLimitMb === undefined && report.target === undefined) lines.push('', 'Peak RSS on the embedded database includes the database itself (its thread, buffers and WebAssembly memory); no bound is applied.')
   lines.push(...seekFloorLines(report))
   lines.push(...anchorReadLines(report.anchorReads))
   if (report.sync !== undefined) lines.push('', ...syncLines(report.sync, report.rssLimitMb ?? Infinity))

@@ -11,13 +11,14 @@ import { cleanup } from '../servers/child-servers.js'
 
 export const RSS_LIMIT_MB = 250
 
-export function describeMachine (oracle: Oracle): Machine {
+/** This machine, and what answers for the database (the oracle's label, or what a target's run says instead). */
+export function describeMachine (database: Pick<Oracle, 'label'>): Machine {
   return {
     cpus: cpus().length,
     cpuModel: cpus()[0]?.model.trim() ?? 'unknown CPU',
     memoryGb: totalmem() / 1024 ** 3,
     node: process.version,
-    postgres: oracle.label,
+    postgres: database.label,
     os: `${type()} ${release()}`
   }
 }

@@ -3,8 +3,7 @@
  * sort, each request another one (see Sequence), compared with warm page 1 of the same run.
  */
 import { rarePhrases } from '../../scripts/seed.js'
-import { expectPath } from '../checks/answer-checks.js'
-import type { Oracle } from '../checks/reference-sql.js'
+import type { Answers } from '../checks/answer-checks.js'
 import { int } from '../report/bench-report.js'
 import { shuffled } from '../load/cold-order.js'
 import type { Row, RowBuilder } from './row.js'
@@ -21,8 +20,8 @@ export const COLD_SORTS: readonly ColdSort[] = [
   { key: 'random-priority', name: 'sort=priority desc', query: '&sort=priority&order=desc', target: 0.1 }
 ]
 
-/** A random page of `pages` in `sort` each request, in the fixed-seed order, checked against the oracle. */
-export function randomPageRow (oracle: Oracle, sort: ColdSort, pages: number, maxRequests: number): Row {
+/** A random page of `pages` in `sort` each request, in the fixed-seed order, its sampled answers checked after the row. */
+export function randomPageRow (answers: Answers, sort: ColdSort, pages: number, maxRequests: number): Row {
   return {
     key: sort.key,
     name: `random page of ${int(pages)}, ${sort.name}, limit ${COLD_LIMIT}`,
@@ -30,7 +29,7 @@ export function randomPageRow (oracle: Oracle, sort: ColdSort, pages: number, ma
     requests: () => [],
     sequence: {
       paths: shuffled(pages, maxRequests, COLD_SEED).map((page) => `/v2/messages?page=${page}&limit=${COLD_LIMIT}${sort.query}`),
-      expect: async (path) => await expectPath(oracle, path)
+      expect: async (path) => await answers.expect(path)
     },
     reference: { key: 'page1-25', target: sort.target }
   }
@@ -51,7 +50,7 @@ export const NEAR_DESC_KEY = 'near-subject-desc'
  * Pages before offset 1,000 by subject, descending, where ties run against the (subject, id) index:
  * each request another page and limit, so that none is answered from the page cache.
  */
-function nearDescRow (oracle: Oracle, maxRequests: number): Row {
+function nearDescRow (answers: Answers, maxRequests: number): Row {
   const pages = pagesNearStart(1000, 100)
   return {
     key: NEAR_DESC_KEY,
@@ -61,14 +60,14 @@ function nearDescRow (oracle: Oracle, maxRequests: number): Row {
     sequence: {
       paths: shuffled(pages.length, maxRequests, COLD_SEED).map((n) => pages[n - 1]!)
         .map(({ page, limit }) => `/v2/messages?page=${page}&limit=${limit}&sort=subject&order=desc`),
-      expect: async (path) => await expectPath(oracle, path)
+      expect: async (path) => await answers.expect(path)
     },
     // Such a page reads its offset's rows as well as its own: some 550 on average, page 1 25.
     reference: { key: 'page1-25', target: 0.05 }
   }
 }
 
-function randomSearchRow (oracle: Oracle, maxRequests: number): Row {
+function randomSearchRow (answers: Answers, maxRequests: number): Row {
   const phrases = rarePhrases()
   return {
     key: 'random-search',
@@ -77,7 +76,7 @@ function randomSearchRow (oracle: Oracle, maxRequests: number): Row {
     requests: () => [],
     sequence: {
       paths: shuffled(phrases.length, maxRequests, COLD_SEED).map((n) => `/v2/messages/search?q=${encodeURIComponent(phrases[n - 1]!)}&page=1&limit=${COLD_LIMIT}`),
-      expect: async (path) => await expectPath(oracle, path)
+      expect: async (path) => await answers.expect(path)
     },
     reference: { key: 'page1-25', target: 0.05 }
   }
@@ -96,7 +95,7 @@ const COMMON_SORTS = ['', '&sort=createdAt&order=desc', '&sort=subject', '&sort=
  * (68 in all, in the fixed-seed order), so none is answered from what an earlier one read. The row
  * ends with its sequence; its latencies are those of first requests.
  */
-function commonWordsRow (oracle: Oracle): Row {
+function commonWordsRow (answers: Answers): Row {
   const paths = COMMON_WORDS.flatMap((word) => COMMON_SORTS.map((sort) => `/v2/messages/search?q=${word}&page=1&limit=${COLD_LIMIT}${sort}`))
   return {
     key: 'common-words',
@@ -105,20 +104,20 @@ function commonWordsRow (oracle: Oracle): Row {
     requests: () => [],
     sequence: {
       paths: shuffled(paths.length, paths.length, COLD_SEED).map((n) => paths[n - 1]!),
-      expect: async (path) => await expectPath(oracle, path)
+      expect: async (path) => await answers.expect(path)
     },
     reference: { key: 'page1-25', target: 0.01 }
   }
 }
 
-export const coldRows: RowBuilder = async ({ oracle, wanted, total, maxRequests }) => {
+export const coldRows: RowBuilder = async ({ answers, wanted, total, maxRequests }) => {
   const rows: Row[] = []
   const pages = Math.max(1, Math.ceil(total / COLD_LIMIT))
   for (const sort of COLD_SORTS) {
-    if (wanted(sort.key)) rows.push(randomPageRow(oracle, sort, pages, maxRequests))
+    if (wanted(sort.key)) rows.push(randomPageRow(answers, sort, pages, maxRequests))
   }
-  if (wanted(NEAR_DESC_KEY)) rows.push(nearDescRow(oracle, maxRequests))
-  if (wanted('random-search')) rows.push(randomSearchRow(oracle, maxRequests))
-  if (wanted('common-words')) rows.push(commonWordsRow(oracle))
+  if (wanted(NEAR_DESC_KEY)) rows.push(nearDescRow(answers, maxRequests))
+  if (wanted('random-search')) rows.push(randomSearchRow(answers, maxRequests))
+  if (wanted('common-words')) rows.push(commonWordsRow(answers))
   return rows
 }

@@ -7,6 +7,8 @@ export const healthRow: RowBuilder = async ({ wanted }) => {
   return [{ key: 'health', name: 'GET /health', targets: DEFAULT_TARGETS, requests: () => [{ method: 'GET', path: '/health' }], verify: (b) => b === '{"ok":true}' ? undefined : `health body ${b.slice(0, 40)}` }]
 }
 
+const HELLO = /^\{"message":"Hello, [^"]*!","role":"[^"]+"\}$/
+
 export const helloRow: RowBuilder = async ({ wanted, tokens }) => {
   if (!wanted('hello')) return []
   return [{
@@ -14,6 +16,7 @@ export const helloRow: RowBuilder = async ({ wanted, tokens }) => {
     name: 'GET /v2/hello (RS256)',
     targets: DEFAULT_TARGETS,
     requests: () => [{ method: 'GET', path: '/v2/hello', headers: { authorization: `Bearer ${tokens.hello}` } }],
-    verify: (b) => b === '{"message":"Hello, bench-admin@example.com!","role":"Admin"}' ? undefined : `hello body ${b.slice(0, 60)}`
+    // A token from a file (--token-file) has claims the benchmark does not know: a greeting of any caller will do.
+    verify: (b) => (tokens.helloAnswer === undefined ? HELLO.test(b) : b === tokens.helloAnswer) ? undefined : `hello body ${b.slice(0, 60)}`
   }]
 }

@@ -11,7 +11,7 @@ import { expectPath } from '../checks/answer-checks.js'
 import type { Oracle } from '../checks/reference-sql.js'
 import { pageQuery } from '../checks/path-queries.js'
 import { COLD_LIMIT, COLD_SEED } from './cold.js'
-import type { RowBuilder } from './row.js'
+import { requireOracle, type RowBuilder } from './row.js'
 
 const MIX_SECONDS = 120
 const MIX_PATHS = 200_000
@@ -58,8 +58,9 @@ async function mixPaths (oracle: Oracle): Promise<string[]> {
   return paths
 }
 
-export const mixRow: RowBuilder = async ({ oracle, wanted }) => {
+export const mixRow: RowBuilder = async ({ oracle: reader, wanted }) => {
   if (!wanted('mix')) return []
+  const oracle = requireOracle(reader, 'mix')
   const paths = await mixPaths(oracle)
   return [{
     key: 'mix',

@@ -48,7 +48,8 @@ export const postRows: RowBuilder = async ({ oracle, wanted, tokens }) => {
   }
   const rows: Row[] = []
   if (wanted('post')) {
-    const peerCallers = await tokens.peerPost(oracle)
+    // The peer's callers are seeded users looked up in the database; a target has no peer beside it.
+    const peerCallers = oracle === undefined ? [] : await tokens.peerPost(oracle)
     // The peer's equivalent: the same bodies, each naming the caller's user as its author, answered 200.
     const peerPosts = (): CannonRequest[] => rotatingPost('/messages', (n) => {
       const caller = peerCallers[n % peerCallers.length]!

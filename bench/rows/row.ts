@@ -1,10 +1,11 @@
 /** What a row of the benchmark is: the requests of one measurement, and how its answers are checked. */
 import type { CannonRequest } from '../load/autocannon.js'
 import type { Tokens } from '../run/caller-tokens.js'
-import type { PageExpectation, PeerVerify } from '../checks/answer-checks.js'
+import type { Answers, PageExpectation, PeerVerify } from '../checks/answer-checks.js'
+import { BenchError } from '../run/bench-error.js'
 import type { Oracle } from '../checks/reference-sql.js'
 import type { Measurement, Target } from '../report/bench-report.js'
-import type { Child } from '../servers/child-servers.js'
+import type { Server } from '../servers/child-servers.js'
 import type { SteadyWriter } from '../load/steady-writer.js'
 
 export interface Row {
@@ -30,14 +31,14 @@ export interface Row {
   /** Seconds, when the row runs longer than --duration (the random mix). */
   duration?: number
   /** A writer started beside the row's load and stopped after it (the cold rows under writes). */
-  writer?: (child: Child) => SteadyWriter
+  writer?: (child: Server) => SteadyWriter
   /** The row as the Platformatic peer is asked it, for the rows it has an equivalent of. */
   platformatic?: PeerRow
   /**
    * A row of several loads in one window, each from a client address of its own (the search flood): it
    * runs them itself in place of `requests`, and each load is reported as a row of its own.
    */
-  together?: (child: Child, window: { seconds: number, maxRequests: number }) => Promise<TogetherPart[]>
+  together?: (child: Server, window: { seconds: number, maxRequests: number }) => Promise<TogetherPart[]>
 }
 
 /** One load of a `together` row, as reported. */
@@ -77,10 +78,13 @@ export interface Sequence {
 
 /** What the row builders read: the oracle, the rows asked for, the callers, the running service. */
 export interface RowContext {
-  oracle: Oracle
+  /** None on a target (--target): the rows that need it are skipped there (ROW_NEEDS in ./index.ts). */
+  oracle?: Oracle
+  /** The expected answers: the oracle's, or on a target its stated totals and the answers' shape. */
+  answers: Answers
   wanted: (key: string) => boolean
   tokens: Tokens
-  service: Child
+  service: Server
   maxRequests: number
   /** The messages in the table when the rows are built. */
   total: number
@@ -88,3 +92,9 @@ export interface RowContext {
 
 /** Builds the rows of one family that `wanted` asks for, in the order they run. */
 export type RowBuilder = (context: RowContext) => Promise<Row[]>
+
+/** The oracle of a row that cannot run without the database, which ROW_NEEDS keeps off a target. */
+export function requireOracle (oracle: Oracle | undefined, key: string): Oracle {
+  if (oracle === undefined) throw new BenchError(`the row ${key} needs the database`)
+  return oracle
+}

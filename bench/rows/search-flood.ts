@@ -14,9 +14,9 @@ import { shuffled } from '../load/cold-order.js'
 import { probeHealth, sampleRss } from '../load/memory-and-health-probes.js'
 import { postBodies } from '../load/message-bodies.js'
 import { int, type Measurement } from '../report/bench-report.js'
-import type { Child } from '../servers/child-servers.js'
+import type { Server } from '../servers/child-servers.js'
 import { COLD_SEED } from './cold.js'
-import type { RowBuilder, TogetherPart } from './row.js'
+import { requireOracle, type RowBuilder, type TogetherPart } from './row.js'
 
 export const SEARCH_FLOOD_KEY = 'search-flood'
 const FLOOD_CLIENTS = 48
@@ -93,15 +93,16 @@ function cheapPart (key: string, name: string, result: AddressResult, beside: Pi
 const statuses = (result: AddressResult): string =>
   `2xx ${int(statusCount(result, is2xx))}, 503 ${int(result.statuses[503] ?? 0)}, other ${int(statusCount(result, (s) => !is2xx(s) && s !== 503))}`
 
-export const searchFloodRows: RowBuilder = async ({ oracle, wanted, tokens }) => {
+export const searchFloodRows: RowBuilder = async ({ oracle: reader, wanted, tokens }) => {
   if (!wanted(SEARCH_FLOOD_KEY)) return []
+  const oracle = requireOracle(reader, SEARCH_FLOOD_KEY)
   const paths = floodPaths()
   const ids = (await oracle.rows<{ id: string }>('select id::text as id from messages order by random() limit 1000')).map((row) => row.id)
   const callers = await tokens.post('flood')
   const bodies = postBodies()
   const get = (path: string) => ({ method: 'GET' as const, path })
 
-  async function together (child: Child, window: { seconds: number, maxRequests: number }): Promise<TogetherPart[]> {
+  async function together (child: Server, window: { seconds: number, maxRequests: number }): Promise<TogetherPart[]> {
     const asked: AddressLoad[] = [
       // The flood takes the paths from the start, the bystander from the end: no term is asked twice.
       { address: FLOODER, clients: FLOOD_CLIENTS, next: (n) => n < paths.length ? get(paths[n]!) : undefined },
@@ -121,7 +122,7 @@ export const searchFloodRows: RowBuilder = async ({ oracle, wanted, tokens }) =>
     ]
     // Every client disconnects at the end of the window, answered or not.
     const loads = asked.map((load) => ({ ...load, abandonAtEnd: true }))
-    const rss = sampleRss(child.process.pid)
+    const rss = sampleRss(child.process?.pid)
     const probe = probeHealth(child.base + child.health)
     const results = await runAddressLoads(loads, { base: child.base, seconds: window.seconds, maxRequests: window.maxRequests, timeoutMs: CLIENT_TIMEOUT_MS })
     const [flood, items, pages, creates, bystander] = results as [AddressResult, AddressResult, AddressResult, AddressResult, AddressResult]

@@ -4,11 +4,11 @@
  * page cache and the anchors of the version before out of date, as on a messaging API in use.
  */
 import { postBodies } from '../load/message-bodies.js'
-import { expectPath } from '../checks/answer-checks.js'
+import { expectPath, oracleAnswers } from '../checks/answer-checks.js'
 import { EVERYTHING, type Oracle } from '../checks/reference-sql.js'
 import { startWriter } from '../load/steady-writer.js'
 import { COLD_LIMIT, randomPageRow, type ColdSort } from './cold.js'
-import type { Row, RowBuilder } from './row.js'
+import { requireOracle, type Row, type RowBuilder } from './row.js'
 
 const WRITES_PER_SECOND = 20
 // The orders a row written meanwhile sorts after every row already there (a new id is higher, its
@@ -22,7 +22,7 @@ export const WRITTEN_SORTS: readonly ColdSort[] = [
 
 /** One sort's row: the cold row of the rows already there, with a writer beside its load. */
 function writtenRow (oracle: Oracle, sort: ColdSort, pages: number, maxRequests: number, token: string, bodies: string[]): Row {
-  const row = randomPageRow(oracle, sort, pages, maxRequests)
+  const row = randomPageRow(oracleAnswers(oracle), sort, pages, maxRequests)
   let before = 0
   return {
     ...row,
@@ -37,9 +37,10 @@ function writtenRow (oracle: Oracle, sort: ColdSort, pages: number, maxRequests:
   }
 }
 
-export const writtenRows: RowBuilder = async ({ oracle, wanted, total, maxRequests, tokens }) => {
+export const writtenRows: RowBuilder = async ({ oracle: reader, wanted, total, maxRequests, tokens }) => {
   const sorts = WRITTEN_SORTS.filter((sort) => wanted(sort.key))
   if (sorts.length === 0) return []
+  const oracle = requireOracle(reader, sorts[0]!.key)
   const [token] = await tokens.post('sync')
   // Full pages only: a new row could join a last page that is not.
   const pages = Math.max(1, Math.floor(total / COLD_LIMIT))

@@ -26,6 +26,12 @@ benchmark's own (.data/bench/), and alone; the default rows are then <embedded r
 Writes bench/results/latest.{md,json,svg} (embedded: bench/results/embedded.{md,json,svg}; with --live,
 live.* and embedded-live.*).
 
+With --target <url>, the same rows run against a deployment the benchmark did not start (a load balancer in
+front of several instances, say), and nothing is started or seeded: the rows that need the benchmark's own
+database or service process are skipped, and so are the peers; answers are checked for their shape; the rows
+that write run only with --allow-writes, and those that call as a user only with tokens (bench/TARGET.md).
+Writes bench/results/target.{md,json,svg}.
+
 Options:
   --messages <n>      messages the database must hold (default BENCH_ROWS, else 1000000; embedded 100000)
   --duration <s>      seconds per row and server (default 8)
@@ -36,9 +42,23 @@ Options:
                       the live rows among them. --duration is then the seconds each live row writes.
   --targets <a,b>     the servers to measure (default service,baseline,ceiling; service is required;
                       platformatic: the Platformatic DB peer, on PostgreSQL, after npm run bench:peer)
-  --out <name>        write bench/results/<name>.{md,json,svg} (default latest; embedded: embedded)
+  --out <name>        write bench/results/<name>.{md,json,svg} (default latest; embedded: embedded; target: target)
+  --target <url>      measure the deployment at <url> (http or https) instead of servers of the benchmark's own
+  --token-file <path> with --target: bearer tokens, one a line; the first calls GET /v2/hello (needs Admin)
+  --idp <url>         with --target: the deployment's development identity provider, which mints the tokens
+                      (POST <url>/token); default none
+  --allow-writes      with --target: run the rows that create messages too
   -h, --help          show this help
 `
+
+/** A deployment the benchmark did not start, and what it may do there. */
+export interface TargetPlan {
+  /** The base address, without a trailing slash. */
+  url: string
+  tokenFile?: string
+  idp?: string
+  allowWrites: boolean
+}
 
 export interface BenchOptions {
   /** PostgreSQL, or '' for the embedded database. */
@@ -53,6 +73,8 @@ export interface BenchOptions {
   targets: Set<string>
   /** The name of the result files in bench/results/. */
   outName: string
+  /** --target: the rows run against this deployment, and no server is started. */
+  target?: TargetPlan
 }
 
 export function helpText (): string {
@@ -81,6 +103,13 @@ function rowKeys (rows: string | undefined, embedded: boolean, live: boolean): S
   return keys
 }
 
+/** A target's rows: those asked for, else every row but the live delivery section's, which needs the service as a process here. */
+function targetKeys (rows: string | undefined): Set<string> {
+  const keys = rowKeys(rows, false, false)
+  if (rows === undefined) for (const key of LIVE_KEYS) keys.delete(key)
+  return keys
+}
+
 function targetSet (list: string | undefined, embedded: boolean): Set<string> {
   const targets = new Set(list?.split(',').map((k) => k.trim()) ?? DEFAULT_TARGETS)
   const unknownTarget = [...targets].filter((t) => !TARGETS.includes(t as Target))
@@ -90,6 +119,39 @@ function targetSet (list: string | undefined, embedded: boolean): Set<string> {
     if (!existsSync(PEER_ENTRY_INSTALLED)) throw new BenchError('the platformatic peer is not installed: run `npm run bench:peer` first (npm ci in bench/platformatic, its own lock file)')
   }
   return targets
+}
+
+/** An http(s) base address from the command line, without its trailing slash. */
+function baseUrl (name: string, value: string): string {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    throw new BenchError(`--${name} must be an http or https address (got ${value})`)
+  }
+  if (!/^https?:$/.test(url.protocol) || url.search !== '' || url.hash !== '') throw new BenchError(`--${name} must be an http or https address without a query (got ${value})`)
+  return url.href.replace(/\/+$/, '')
+}
+
+type Values = Record<string, string | boolean | undefined>
+
+/** The target options, checked; undefined without --target, where the options that go with it are refused. */
+function targetPlan (values: Values): TargetPlan | undefined {
+  const withTarget = ['token-file', 'idp', 'allow-writes'].filter((name) => values[name] !== undefined)
+  if (typeof values.target !== 'string') {
+    if (withTarget.length > 0) throw new BenchError(`--${withTarget[0]!} goes with --target`)
+    return undefined
+  }
+  // A target is the service; nothing is seeded or started beside it.
+  const refused = ['targets', 'live', 'messages'].filter((name) => values[name] !== undefined)
+  if (refused.length > 0) throw new BenchError(`--${refused[0]!} does not go with --target: the target is the service alone, and nothing is seeded there`)
+  if (values['token-file'] !== undefined && values.idp !== undefined) throw new BenchError('--token-file and --idp are two sources of tokens: give one')
+  return {
+    url: baseUrl('target', values.target),
+    tokenFile: typeof values['token-file'] === 'string' ? values['token-file'] : undefined,
+    idp: typeof values.idp === 'string' ? baseUrl('idp', values.idp) : undefined,
+    allowWrites: values['allow-writes'] === true
+  }
 }
 
 /** The options of `args` and the environment, checked; undefined when the help was asked for. */
@@ -106,10 +168,32 @@ export function parseOptions (args: string[]): BenchOptions | undefined {
       targets: { type: 'string' },
       out: { type: 'string' },
       live: { type: 'boolean' },
+      target: { type: 'string' },
+      'token-file': { type: 'string' },
+      idp: { type: 'string' },
+      'allow-writes': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' }
     }
   })
   if (values.help === true) return undefined
+  const target = targetPlan(values)
+  if (target !== undefined) {
+    const duration = positiveInteger('duration', values.duration, 8)
+    const outName = values.out ?? 'target'
+    if (!/^[\w.-]+$/.test(outName)) throw new BenchError('--out takes a file name without a path')
+    return {
+      databaseUrl: '',
+      embedded: false,
+      duration,
+      connections: positiveInteger('connections', values.connections, 50),
+      messages: 0,
+      maxRequests: positiveInteger('max-requests', values['max-requests'], duration * 60_000),
+      keys: targetKeys(values.rows),
+      targets: new Set(['service']),
+      outName,
+      target
+    }
+  }
   const databaseUrl = process.env.DATABASE_URL ?? ''
   // Without DATABASE_URL the service runs as `npm start` does, on the embedded database (see EMBEDDED_DIR).
   const embedded = databaseUrl === ''

@@ -8,7 +8,7 @@ import { probeHealth, sampleRss } from '../load/memory-and-health-probes.js'
 import { int, type Measurement } from '../report/bench-report.js'
 import type { PeerRow, Row, Sequence } from '../rows/row.js'
 import { logTail } from '../servers/server-logs.js'
-import { running, type Child } from '../servers/child-servers.js'
+import { running, type Server } from '../servers/child-servers.js'
 import type { WriterResult } from '../load/steady-writer.js'
 import { groupTotals, summarize } from '../database/write-groups.js'
 
@@ -16,7 +16,8 @@ export interface RunSettings {
   duration: number
   connections: number
   maxRequests: number
-  oracle: Oracle
+  /** The benchmark's own reader of the database; none on a target (--target), whose database it cannot read. */
+  oracle?: Oracle
   deferred: DeferredWrites[]
   /** The database server's CPU clock, when it runs on this machine (bench/database/cpu-per-write.ts). */
   databaseCpu?: ServerCpu
@@ -32,6 +33,24 @@ const SEQUENCE_SAMPLES = 30
  * one address, the row would measure one client's share, not the service.
  */
 export const clientAddress = (n: number): string => `10.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`
+
+/**
+ * Whether an answer is the service's admission control turning the request away (CONTRACT 16, and load
+ * shedding, CONTRACT 11): 503 with Retry-After, counted as shed, not as a failure.
+ */
+export const isShed = (status: number, headers: Record<string, string | string[] | undefined>): boolean =>
+  status === 503 && Object.keys(headers).some((name) => name.toLowerCase() === 'retry-after')
+
+/** Counts the shed answers of `requests` into `tally`, leaving whatever else each request does as it is. */
+function countingShed (requests: CannonRequest[], tally: { shed: number }): CannonRequest[] {
+  return requests.map((request) => ({
+    ...request,
+    onResponse: (status, body, context, headers) => {
+      if (isShed(status, headers)) tally.shed++
+      request.onResponse?.(status, body, context, headers)
+    }
+  }))
+}
 
 /** A cold row's requests: the next path of the sequence each time, every VERIFY_EVERY-th answer kept for checking. */
 function sequenceRequests (sequence: Sequence, samples: Array<[string, string]>): CannonRequest[] {
@@ -65,7 +84,7 @@ function peerRequests (peer: PeerRow, problems: string[]): CannonRequest[] {
 }
 
 /** The page check of a row, before or after its load: the service's shape, or the peer's. */
-async function checkRowPage (row: Row, child: Child, peer: PeerRow | undefined): Promise<string | undefined> {
+async function checkRowPage (row: Row, child: Server, peer: PeerRow | undefined): Promise<string | undefined> {
   if (peer !== undefined) return peer.page === undefined ? undefined : await checkPeerPage(child.base, peer.page, peer.verify)
   return row.page === undefined ? undefined : await checkPage(child.base, row.page.path, row.page.expect)
 }
@@ -78,12 +97,15 @@ interface Load {
   /** Cold rows: sampled answers, each with its path. */
   samples: Array<[string, string]>
   bodyProblems: string[]
+  /** Answers 503 with Retry-After. */
+  shed: number
 }
 
 /** The row's load on one server, with its RSS sampled, its liveness probed and the row's writer beside it. */
-async function runLoad (row: Row, child: Child, peer: PeerRow | undefined, settings: RunSettings, acknowledged: number[] | undefined): Promise<Load> {
+async function runLoad (row: Row, child: Server, peer: PeerRow | undefined, settings: RunSettings, acknowledged: number[] | undefined): Promise<Load> {
   const samples: Array<[string, string]> = []
-  const rss = sampleRss(child.process.pid)
+  const tally = { shed: 0 }
+  const rss = sampleRss(child.process?.pid)
   const probe = probeHealth(child.base + child.health)
   const bodyProblems: string[] = []
   const writer = row.writer?.(child)
@@ -93,13 +115,13 @@ async function runLoad (row: Row, child: Child, peer: PeerRow | undefined, setti
     duration: row.duration ?? settings.duration,
     maxOverallRequests: row.sequence === undefined || row.sequence.repeat === true ? settings.maxRequests : Math.min(settings.maxRequests, row.sequence.paths.length),
     timeout: 10,
-    requests: peer !== undefined ? peerRequests(peer, bodyProblems) : row.sequence === undefined ? row.requests(child.name) : sequenceRequests(row.sequence, samples),
+    requests: countingShed(peer !== undefined ? peerRequests(peer, bodyProblems) : row.sequence === undefined ? row.requests(child.name) : sequenceRequests(row.sequence, samples), tally),
     verifyBody: withAcknowledged(peer !== undefined || row.verify === undefined ? () => true : sampled(row.verify, bodyProblems), acknowledged)
   })
   const written = await writer?.stop()
   const health = await probe.stop()
   const peakRssMb = rss.stop()
-  return { result, written, health, peakRssMb, samples, bodyProblems }
+  return { result, written, health, peakRssMb, samples, bodyProblems, shed: tally.shed }
 }
 
 /** A cold row's sampled answers, each checked against the oracle's exact answer to its path. */
@@ -115,13 +137,20 @@ async function sequenceProblems (sequence: Sequence, samples: Array<[string, str
   return problems
 }
 
-/** What autocannon counted: statuses that are not success, connection errors, an empty run, failed body checks. */
+/**
+ * What autocannon counted: statuses that are not success, connection errors, an empty run, failed body
+ * checks. Shed answers (503 with Retry-After) are the service's admission control at work, not failures;
+ * a 503 without Retry-After is one.
+ */
 function resultProblems (row: Row, peer: PeerRow | undefined, load: Load): { problems: string[], non2xx: number } {
   const { result } = load
   const problems: string[] = []
   const errors = result.errors + result.timeouts
-  const failing = Object.entries(result.statusCodeStats).filter(([code]) => !code.startsWith('2') && row.alsoOk?.includes(Number(code)) !== true)
-  if (failing.length > 0) problems.push(`non-2xx responses: ${failing.map(([code, s]) => `${s.count}× ${code}`).join(', ')}`)
+  const failing = Object.entries(result.statusCodeStats)
+    .filter(([code]) => !code.startsWith('2') && row.alsoOk?.includes(Number(code)) !== true)
+    .map(([code, s]): [string, { count: number }] => [code, { count: code === '503' ? s.count - load.shed : s.count }])
+    .filter(([, s]) => s.count > 0)
+  if (failing.length > 0) problems.push(`non-2xx responses: ${failing.map(([code, s]) => `${s.count}× ${code}${code === '503' ? ' without Retry-After' : ''}`).join(', ')}`)
   const otherStatus = peer?.status === undefined ? [] : Object.entries(result.statusCodeStats).filter(([code]) => code.startsWith('2') && Number(code) !== peer.status)
   if (otherStatus.length > 0) problems.push(`answers other than ${peer!.status!}: ${otherStatus.map(([code, s]) => `${s.count}× ${code}`).join(', ')}`)
   if (errors > 0) problems.push(`${result.errors} connection errors (${result.timeouts} timeouts)`)
@@ -131,12 +160,12 @@ function resultProblems (row: Row, peer: PeerRow | undefined, load: Load): { pro
 }
 
 /** The problems of the writer beside the row, after printing what it wrote. */
-function writerProblems (row: Row, child: Child, written: WriterResult): string[] {
+function writerProblems (row: Row, child: Server, written: WriterResult): string[] {
   process.stdout.write(`bench: ${row.name} (${child.name}): ${int(written.created)} writes in ${written.seconds.toFixed(1)} s beside it\n`)
   return written.created === 0 ? [...written.problems, 'the writer wrote nothing'] : written.problems
 }
 
-export async function measure (row: Row, child: Child, settings: RunSettings): Promise<Measurement> {
+export async function measure (row: Row, child: Server, settings: RunSettings): Promise<Measurement> {
   const { oracle } = settings
   // The peer answers in a shape of its own, so its rows carry their own requests and checks.
   const peer = child.name === 'platformatic' ? row.platformatic : undefined
@@ -145,17 +174,18 @@ export async function measure (row: Row, child: Child, settings: RunSettings): P
   const problems: string[] = []
   const before = await checkRowPage(row, child, peer)
   if (before !== undefined) problems.push(`before the run, ${before}`)
-  // The ceiling answers a create without writing it: there is nothing to count.
-  const countsWrites = row.countsWrites === true && child.name !== 'ceiling'
-  const countBefore = countsWrites ? await messageCount(oracle, child.base) : 0
+  // The ceiling answers a create without writing it: there is nothing to count. A target's writes are
+  // not counted either: its database is not readable here, and others may write to it meanwhile.
+  const counter = row.countsWrites === true && child.name !== 'ceiling' ? oracle : undefined
+  const countBefore = counter !== undefined ? await messageCount(counter, child.base) : 0
   const acknowledged: number[] = []
-  const groupsBefore = countsWrites && child.name === 'service' ? await groupTotals(child.base) : undefined
+  const groupsBefore = counter !== undefined && child.name === 'service' ? await groupTotals(child.base) : undefined
   // What the database spends on the row's writes, the merge of the search indexes' lists they fill included.
-  const cpu = countsWrites && oracle.live ? settings.databaseCpu : undefined
-  if (cpu !== undefined) await mergeSearchIndexes(oracle)
+  const cpu = counter?.live === true ? settings.databaseCpu : undefined
+  if (cpu !== undefined) await mergeSearchIndexes(counter!)
   const cpuBefore = cpu?.()
-  const load = await runLoad(row, child, peer, settings, countsWrites ? acknowledged : undefined)
-  if (cpu !== undefined) await mergeSearchIndexes(oracle)
+  const load = await runLoad(row, child, peer, settings, counter !== undefined ? acknowledged : undefined)
+  if (cpu !== undefined) await mergeSearchIndexes(counter!)
   const databaseCpu = cpuBefore === undefined ? undefined : cpu!() - cpuBefore
   const groups = groupsBefore === undefined ? undefined : summarize(groupsBefore, await groupTotals(child.base))
   if (load.written !== undefined) problems.push(...writerProblems(row, child, load.written))
@@ -166,17 +196,34 @@ export async function measure (row: Row, child: Child, settings: RunSettings): P
   const after = await checkRowPage(row, child, peer)
   if (after !== undefined) problems.push(`after the run, ${after}`)
   let databaseUsPerWrite: number | undefined
-  if (countsWrites) {
-    const added = await messageCount(oracle, child.base) - countBefore
+  if (counter !== undefined) {
+    const added = await messageCount(counter, child.base) - countBefore
     if (databaseCpu !== undefined && added > 0) databaseUsPerWrite = databaseCpu / added * 1e6
-    if (oracle.live) problems.push(...await lostWrites(oracle, acknowledged, added, settings.connections))
+    if (counter.live) problems.push(...await lostWrites(counter, acknowledged, added, settings.connections))
     else settings.deferred.push({ row: `${row.name} (${child.name})`, acknowledged, added, connections: settings.connections })
   }
   const counted = resultProblems(row, peer, load)
   problems.push(...counted.problems)
   const { result } = load
   // A cold row that runs out of its sequence ends early, inside a second: autocannon's average of whole
-  // seconds would round its rate, so it is the requests over the time they took.
-  const rps = row.sequence !== undefined && result.duration > 0 ? result.requests.total / result.duration : result.requests.average
-  return { requests: result.requests.total, rps, p50: result.latency.p50, p99: result.latency.p99, non2xx: counted.non2xx, errors: result.errors + result.timeouts, peakRssMb: load.peakRssMb, health: load.health, databaseUsPerWrite, groups, problems }
+  // seconds would round its rate, so it is the requests over the time they took. Shed answers come at
+  // once and cost next to nothing: the rate is that of the answers served, the shed ones counted apart.
+  const served = result.requests.total - load.shed
+  const rps = row.sequence !== undefined && result.duration > 0
+    ? served / result.duration
+    : result.requests.average * (result.requests.total > 0 ? served / result.requests.total : 1)
+  return {
+    requests: result.requests.total,
+    rps,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: counted.non2xx,
+    shed: load.shed,
+    errors: result.errors + result.timeouts,
+    peakRssMb: load.peakRssMb,
+    health: load.health,
+    databaseUsPerWrite,
+    groups,
+    problems
+  }
 }

@@ -17,24 +17,36 @@ import { EMBEDDED_DIR, KEYS_DIR, PEER_DIR, PEER_ENTRY, RESULTS_DIR, ROOT } from 
 import type { Target } from '../report/bench-report.js'
 import { logTail } from './server-logs.js'
 
-export interface Child {
+/**
+ * A server the rows are measured against: one the benchmark started (a Child), or a deployment it did not
+ * start (`--target`), which has no process here to sample and no log to read.
+ */
+export interface Server {
   name: Target
-  process: ChildProcess
   base: string
-  log: string
   /** The liveness route probed through every row: /health, or what the server has instead (Platformatic's /status). */
   health: string
+  process?: ChildProcess
+  log?: string
+}
+
+export interface Child extends Server {
+  process: ChildProcess
+  log: string
 }
 
 /** The servers of a run; the service always runs. */
 export type Servers = Partial<Record<Target, Child>> & { service: Child }
+/** The servers the rows are measured against: the children of a run, or the target alone. */
+export type MeasuredServers = Partial<Record<Target, Server>> & { service: Server }
 
 // Everything that must not outlive the benchmark, torn down by cleanup() on success, error or signal.
 const children: Child[] = []
 let idp: FastifyInstance | undefined
 let stopping = false
 
-export const running = (child: Child): boolean => child.process.exitCode === null && child.process.signalCode === null
+/** Whether a server still runs; a target's process is not ours to watch, so it always counts as running. */
+export const running = (server: Server): boolean => server.process === undefined || (server.process.exitCode === null && server.process.signalCode === null)
 
 /** Whether a signal is stopping the benchmark: failures from then on are the interruption itself. */
 export const isStopping = (): boolean => stopping

@@ -1,7 +1,8 @@
 /** What a child server wrote to its log file: its last lines, its size, and the errors after a point. */
 import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs'
 
-export function logTail (log: string): string {
+export function logTail (log: string | undefined): string {
+  if (log === undefined) return ''
   try {
     return readFileSync(log, 'utf8').trim().split('\n').slice(-15).join('\n')
   } catch {
@@ -18,7 +19,8 @@ export function logSize (log: string): number {
 }
 
 /**
- * The lines of level error or fatal (pino's 50 and 60), and load shedding's summaries, a server logged after byte `from`.
+ * The lines of level error or fatal (pino's 50 and 60) a server logged after byte `from`. Load shedding's
+ * summaries are not among them: a shed answer (503 with Retry-After) is counted by the row as shed, not as a failure.
  * Read a mebibyte at a time: at LOG_LEVEL=info a row writes a line per request, tens of megabytes.
  */
 export function errorLines (log: string, from: number): string[] {
@@ -39,9 +41,9 @@ export function errorLines (log: string, from: number): string[] {
       position += read
       const lines = (partial + chunk.toString('utf8', 0, read)).split('\n')
       partial = lines.pop() ?? ''
-      for (const line of lines) if (/"level":(50|60)\b|"shed":\d/.test(line)) found.push(line)
+      for (const line of lines) if (/"level":(50|60)\b/.test(line)) found.push(line)
     }
-    if (/"level":(50|60)\b|"shed":\d/.test(partial)) found.push(partial)
+    if (/"level":(50|60)\b/.test(partial)) found.push(partial)
   } finally {
     closeSync(fd)
   }
