@@ -9,7 +9,7 @@ import { renderCurveMarkdown, renderCurveSvg } from '../../bench/report/size-cur
 import { pageQuery } from '../../bench/checks/path-queries.js'
 import { shuffled } from '../../bench/load/cold-order.js'
 import { startWriter } from '../../bench/load/steady-writer.js'
-import { copyTimestamp, generateMessage, messageContent, rarePhrases, SEARCH_WORDS, seedDatabase } from '../../scripts/seed.js'
+import { copyTimestamp, createProgress, generateMessage, messageContent, rarePhrases, SEARCH_WORDS, seedDatabase } from '../../scripts/seed.js'
 import { createRandom } from '../../scripts/seeded-random.js'
 import { SERVICE_NODE_ARGS } from '../../scripts/service-args.js'
 
@@ -127,6 +127,24 @@ t.test('the seed fills an empty database and tops it up with --if-empty', async 
   if (database.url === 'memory://') return
   const again = await seedDatabase({ url: database.url, messages: 500, users: 20, ifEmpty: true, quiet: true })
   t.match(again, { newUsers: 0, insertedMessages: 200, totalMessages: 500 })
+})
+
+t.test('the seed\'s progress: a redrawn bar on a terminal, a line every 10 % in a log', async (t) => {
+  const written = (tty: boolean): string[] => {
+    const lines: string[] = []
+    const stream = { isTTY: tty, write: (text: string) => lines.push(text) } as unknown as NodeJS.WriteStream
+    const progress = createProgress(1000, stream)
+    for (let done = 0; done <= 1000; done += 50) progress(done)
+    return lines
+  }
+  const log = written(false)
+  t.equal(log.length, 10, 'one line a tenth')
+  t.match(log[0], /^seed: 10% 100\/1,000 messages, [\d,]+ rows\/s\n$/)
+  t.match(log[9], /^seed: 100% 1,000\/1,000 messages/)
+  const bar = written(true)
+  t.equal(bar.length, 20, 'redrawn at every report but the first')
+  t.match(bar[0], /^\r\[#{2}\.{28}\] {3}5% 50\/1,000 messages/)
+  t.match(bar[19], /^\r\[#{30}\] 100% 1,000\/1,000 messages, [\d,]+ rows\/s\n$/)
 })
 
 t.test('cold rows: a fixed-seed order without repeats, and rare phrases the generator writes', async (t) => {
