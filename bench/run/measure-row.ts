@@ -38,7 +38,7 @@ export const clientAddress = (n: number): string => `10.${(n >>> 16) & 255}.${(n
  * Whether an answer is the service's admission control turning the request away (CONTRACT 16, and load
  * shedding, CONTRACT 11): 503 with Retry-After, counted as shed, not as a failure.
  */
-export const isShed = (status: number, headers: Record<string, string | string[] | undefined>): boolean =>
+const isShed = (status: number, headers: Record<string, string | string[] | undefined>): boolean =>
   status === 503 && Object.keys(headers).some((name) => name.toLowerCase() === 'retry-after')
 
 /** Counts the shed answers of `requests` into `tally`, leaving whatever else each request does as it is. */
