@@ -7,11 +7,13 @@ import type { Server } from '../servers/child-servers.js'
 import type { Row, RowBuilder } from './row.js'
 
 const PAGE_1 = '/v2/messages?page=1&limit=25'
+// The requests made while the rows are built are bounded too: a target may be slow to answer.
+const TIMEOUT_MS = 30_000
 
 /** The bytes a response puts on the wire as it is and in `encoding` (undici does not decode them). */
 async function wireBytes (base: string, path: string, encoding: string): Promise<{ identity: number, encoded: number }> {
   const size = async (headers: Record<string, string>): Promise<number> => {
-    const response = await request(base + path, { headers })
+    const response = await request(base + path, { headers, signal: AbortSignal.timeout(TIMEOUT_MS) })
     return (await response.body.arrayBuffer()).byteLength
   }
   return { identity: await size({}), encoded: await size({ 'accept-encoding': encoding }) }
@@ -46,7 +48,7 @@ async function gzipRow (service: Server): Promise<Row> {
  */
 async function cursorRow (answers: Answers, service: Server, total: number): Promise<Row> {
   const middle = Math.ceil(Math.max(1, Math.ceil(total / 25)) / 2)
-  const at = await (await fetch(`${service.base}/v2/messages?page=${middle}&limit=25`)).json() as { data: Item[], pagination: { nextCursor?: string | null } }
+  const at = await (await fetch(`${service.base}/v2/messages?page=${middle}&limit=25`, { signal: AbortSignal.timeout(TIMEOUT_MS) })).json() as { data: Item[], pagination: { nextCursor?: string | null } }
   const cursor = at.pagination.nextCursor
   if (typeof cursor !== 'string') throw new BenchError(`page ${middle} has no nextCursor`)
   const next = await answers.expect(`/v2/messages?page=${middle + 1}&limit=25`)
@@ -68,7 +70,7 @@ async function cursorRow (answers: Answers, service: Server, total: number): Pro
 
 export const mobileRows: RowBuilder = async ({ answers, wanted, service, total }) => {
   if (!wanted('revalidate-25') && !wanted('gzip-25') && !wanted('cursor-25')) return []
-  const first = await fetch(`${service.base}${PAGE_1}`)
+  const first = await fetch(`${service.base}${PAGE_1}`, { signal: AbortSignal.timeout(TIMEOUT_MS) })
   const tag = first.headers.get('etag') ?? ''
   await first.arrayBuffer()
   const rows: Row[] = []
