@@ -1,4 +1,4 @@
-// Slow clients (docs/operations.md, "Operating it"): a client that trickles its headers or its body is cut off by
+// Slow clients (docs/operations.md, "Slow clients"): a client that trickles its headers or its body is cut off by
 // the server's own timeouts instead of holding a connection open for as long as it likes.
 import { readFile } from 'node:fs/promises'
 import { connect } from 'node:net'
