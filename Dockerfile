@@ -32,5 +32,5 @@ EXPOSE 3001
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3001) + '/health/ready', { signal: AbortSignal.timeout(2500) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # Exec form: node itself receives SIGTERM and drains (CONTRACT 11, shutdown). The old generation is
-# capped so V8 collects before garbage far outgrows what is live (scripts/service-args.ts, README "Memory").
+# capped so V8 collects before garbage far outgrows what is live (scripts/service-args.ts, docs/operations.md, "Memory: what each cache may hold").
 CMD ["node", "--max-old-space-size=192", "dist/src/server.js"]

@@ -5,7 +5,7 @@ import { DEFAULT_DIR, SETTINGS, startCluster, stopCluster, type SettingsName } f
 const USAGE = `Usage: npm run bench:cluster -- start|stop [--settings debian|recommended] [--port <n>] [--dir <path>] [--profile]
 
 Starts (initdb first when the directory is new) or stops a PostgreSQL server on 127.0.0.1 for the benchmark,
-with Debian's default settings or with the settings the README recommends. The data directory is kept between
+with Debian's default settings or with the settings docs/operations.md recommends. The data directory is kept between
 runs (default: <tmp>/messages-api-bench-pg), and each start rewrites the settings, so the same databases can be
 measured under both. --profile also loads
 pg_stat_statements (track = all) and times functions and I/O. Prints the server's URL; then, for example:

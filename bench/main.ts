@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: the load benchmark (docs/benchmarks.md). Seeds the database when needed, starts the
+ * `npm run bench`: the load benchmark (docs/performance.md). Seeds the database when needed, starts the
  * servers, measures every row against each of them, and writes the results to bench/results/. With
  * --target, it measures a deployment it did not start instead (./run/target-run.ts, bench/TARGET.md).
  */

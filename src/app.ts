@@ -58,7 +58,7 @@ export const BODY_LIMIT = 100 * 1024
 // Node's limit on a request line and headers together (its default maxHeaderSize); past it, 431.
 export const MAX_HEADER_BYTES = 16 * 1024
 
-// Server timeouts (README "Operating it"). keepAliveTimeout is above the 60 s idle timeout of common
+// Server timeouts (docs/operations.md, "Limits and timeouts"). keepAliveTimeout is above the 60 s idle timeout of common
 // load balancers, so the balancer, not the server, closes an idle connection and never reuses one
 // the server is closing. A whole request (headers and body) must arrive within REQUEST_TIMEOUT_MS,
 // which cuts off clients that trickle bytes; a socket silent for CONNECTION_TIMEOUT_MS is closed.

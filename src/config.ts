@@ -7,8 +7,9 @@ import { OTEL_ENV, OTEL_MESSAGES, tracingSettings, type TracingConfig } from './
 export const DEV_IDP_URL = 'http://localhost:3002'
 
 // CONTRACT 2: every variable the service reads, declared once. Values arrive as strings;
-// Value.Convert turns them into the declared types before checking.
-const EnvSchema = Type.Object({
+// Value.Convert turns them into the declared types before checking. Exported for the test that holds
+// docs/configuration.md to it.
+export const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3001 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   AUTH_ISSUER: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { asRoot, binDir, ids, run, serverUser } from '../../scripts/postgres/binaries.js'
 
 /**
- * The settings the README recommends for a production server of this size: 24 GiB of memory, two cores,
+ * The settings docs/operations.md ("Sizing PostgreSQL") recommends for a production server of this size: 24 GiB of memory, two cores,
  * a 10,000,000-message database of about 5.4 GB. `debian` adds nothing to what initdb writes, which is
  * what Debian's pg_createcluster ships (shared_buffers 128MB, max_wal_size 1GB, checkpoint_timeout 5min,
  * wal_compression off, effective_cache_size 4GB).

@@ -2,7 +2,7 @@
  * Delta sync (CONTRACT 12): a caught-up client polls and finds nothing new. The token must come from
  * the end of a whole walk: the first answers without `since` are the initial copy, not a poll. The walk
  * (some 12 s at 1,000,000 messages) is made just before the row, last of all: a full copy leaves the
- * service larger (see docs/benchmarks.md), which must not be charged to the rows before it.
+ * service larger (see docs/journal/2026-11-24-reference-run-1m.md), which must not be charged to the rows before it.
  */
 import { int } from '../report/bench-report.js'
 import { followFeed, SYNC_LIMIT } from '../delta-sync/section.js'

@@ -88,7 +88,7 @@ export async function runRows (rows: Row[], servers: MeasuredServers, settings: 
   const { oracle } = settings
   const reports: RowReport[] = []
   // The delta sync section comes last, before only the poll row: a full copy leaves the service larger
-  // (docs/benchmarks.md), which must not be charged to the rows before it; its catch-up adds messages,
+  // (docs/journal/2026-11-24-reference-run-1m.md), which must not be charged to the rows before it; its catch-up adds messages,
   // which the page rows' expectations would not know of.
   const pollRow = rows.findIndex((row) => row.key === 'sync-poll')
   const syncAt = !withSync || oracle === undefined ? -1 : pollRow === -1 ? rows.length : pollRow

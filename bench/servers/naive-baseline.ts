@@ -1,5 +1,5 @@
 /**
- * THE NAIVE BASELINE of the load benchmark (docs/benchmarks.md). Not part of the service.
+ * THE NAIVE BASELINE of the load benchmark (docs/performance.md). Not part of the service.
  *
  * The obvious code a team would write for the same routes: Fastify 5 and the `postgres` driver directly,
  * `count(*)` plus `LIMIT/OFFSET` for every page, `ILIKE` for search, and bearer tokens verified the plain way

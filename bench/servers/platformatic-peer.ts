@@ -1,5 +1,5 @@
 /**
- * The Platformatic DB peer of the load benchmark (bench/platformatic/, docs/benchmarks.md): how a row's
+ * The Platformatic DB peer of the load benchmark (bench/platformatic/, docs/performance.md): how a row's
  * request to the service is asked of Platformatic's generated REST API, and how its answers are checked.
  * Pure functions, no I/O.
  *

@@ -1,5 +1,5 @@
 /**
- * THE CEILING of the load benchmark (docs/benchmarks.md). Not part of the service.
+ * THE CEILING of the load benchmark (docs/performance.md). Not part of the service.
  *
  * Raw `node:http`, no framework and no database: the fastest Node can answer on this machine.
  * - GET /health: `{"ok":true}`.

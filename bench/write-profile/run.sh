@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The write path's profile (docs/benchmarks.md, "Writes against size"): the POST row of `npm run bench` on a
+# The write path's profile (docs/journal/2026-11-27-writes-against-size.md): the POST row of `npm run bench` on a
 # server started with `npm run bench:cluster -- start --profile`, then where PostgreSQL's time, WAL and buffers
 # went per created message. Usage: DATABASE_URL=postgres://…/size1000000 bash bench/write-profile/run.sh <messages> <out-name> [bench options]
 set -euo pipefail

@@ -268,7 +268,7 @@ export function startLiveClients (options: LiveOptions): {
           res.on('end', () => {
             const status = res.statusCode ?? 0
             refuse(client, 'stream', `${status} ${type} ${text.slice(0, 120)}`)
-            // 429 and 503 ask to come back later; 410 to copy again from the start (as README says a
+            // 429 and 503 ask to come back later; 410 to copy again from the start (as docs/clients.md says a
             // client does); anything else (400, a JSON 200) an EventSource does not retry, and this
             // client stops with its copy as it is.
             if (status === 429 || status === 503) retryMs = Math.max(RECONNECT_MS, 1000 * (Number(res.headers['retry-after']) || 1))

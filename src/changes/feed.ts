@@ -78,7 +78,7 @@ const STATE_JSON = sql`'xmin', s.xmin::text, 'epoch', s.epoch::text, 'horizon', 
 // of its own while the event loop serves pages. Rendering 1,000 rows in JavaScript made the event loop
 // the bottleneck of an initial copy (12 ms a page); one text per page made the database aggregate
 // (string_agg cost 2 us an entry, 7.3 ms a page in all against 5.4 ms for rows) and the service decode
-// and encode it again; rows as bytes do neither (docs/benchmarks.md).
+// and encode it again; rows as bytes do neither (docs/journal/2026-11-24-reference-run-1m.md, "What the profiles showed").
 //
 // Every statement answers rows (k, state, entry) ordered by k: first k = 0 with the state as JSON,
 // then one row per entry, k its message id.

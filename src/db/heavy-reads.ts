@@ -22,7 +22,7 @@ export const HEAVY_READS = 8
  * as it runs, so a client asking for many at once (a flood, or a page of a few searches) gets them one
  * after another, and the cores stay for the cheap requests of everyone and the heavy reads of other
  * clients: with two each, the creates beside a one-address flood missed their p99 of 1 s on two cores
- * (docs/benchmarks.md, "Expensive reads admitted").
+ * (docs/security.md, "Expensive reads are admitted, not queued"; bench row search-flood).
  */
 export const HEAVY_READS_PER_CLIENT = 1
 /**

@@ -17,7 +17,7 @@ export const COMPRESS_THRESHOLD = 1024
 /**
  * Brotli quality 5: a 25-message page to 23.5 % of its JSON (gzip -6: 25.8 %) in about 0.15 ms, a
  * 100-message page to 16.8 % in under 0.5 ms; quality 11 saves a few percent more for 9-46 ms
- * (README, "For mobile and web clients").
+ * (docs/clients.md, "Compression").
  */
 export const BROTLI_QUALITY = 5
 /** The encodings offered, in the order preferred when the client weighs them equally. */

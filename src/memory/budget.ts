@@ -11,7 +11,7 @@
  * Together: 24 + 4 + 8 + 16 + 2 + 2 MiB of pages, messages, search ids, deep-page anchors, user and movie
  * pages, plus at most 10,000 verified tokens (a token string and its user, estimated at 1.2 KB each),
  * about 68 MiB. The service holds about 125 MB at rest; with the heap's headroom for garbage over the
- * caches, the process stays under the 250 MB bound (README, "Memory").
+ * caches, the process stays under the 250 MB bound (docs/operations.md, "Memory: what each cache may hold").
  */
 
 const MiB = 1024 * 1024
@@ -25,7 +25,7 @@ export const SEARCH_IDS = MiB
 /**
  * Anchors of deep pages (src/pages/anchors/anchor-set.ts), per database handle: an id and a sort key for every
  * 256 rows of a result set, 16 to 60 bytes each. At 10,000,000 messages a set by id takes 0.94 MB, by
- * createdAt 2.19 MB, by subject 1.66 MB (docs/benchmarks.md) and by priority about 1.76 MB (39,062 anchors
+ * createdAt 2.19 MB, by subject 1.66 MB (docs/journal/2026-11-28-cold-pages-at-10000000-in-the-first-minute.md) and by priority about 1.76 MB (39,062 anchors
  * of 45 bytes): both orders of the four, 13.1 MB, fit with room for filtered sets; 12 MiB held the three
  * before priority pages had anchors. At 4 MiB the three cold sorts of one order did not fit together, and
  * a mix of them read each other's anchors out and again.

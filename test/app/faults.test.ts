@@ -8,7 +8,7 @@ import { build, testConfig } from '../helpers/build.js'
 import { startTestIdp } from '../helpers/idp.js'
 import { startPgCluster } from '../../scripts/postgres/throwaway-cluster.js'
 
-// Faults while running (README "Operating it"): the database goes away and comes back, on a
+// Faults while running (docs/operations.md, "Faults"): the database goes away and comes back, on a
 // throwaway PostgreSQL server of the machine's own binaries that this file owns, whether or not
 // TEST_DATABASE_URL is set. Nothing is mocked; the app is never restarted.
 

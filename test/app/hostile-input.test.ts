@@ -1,4 +1,4 @@
-// Hostile input at scale (README "Operating it", CONTRACT 16): random bodies, query strings, path ids
+// Hostile input at scale (docs/security.md, "Hostile input", CONTRACT 16): random bodies, query strings, path ids
 // and headers, huge, deeply nested, not UTF-8, holding lone surrogates, NUL and numbers at the edges of
 // their types, with and without Idempotency-Key, thrown at every route the app registers, in
 // production mode; and forged cursors and sync tokens. None may produce a 5xx, no error body may carry

@@ -1,4 +1,4 @@
-// Slow clients (README "Operating it"): a client that trickles its headers or its body is cut off by
+// Slow clients (docs/operations.md, "Slow clients"): a client that trickles its headers or its body is cut off by
 // the server's own timeouts instead of holding a connection open for as long as it likes.
 import { readFile } from 'node:fs/promises'
 import { connect } from 'node:net'
@@ -101,7 +101,7 @@ const SLOW_HEADERS = `GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: ${'a
 const BODY = JSON.stringify({ name: 'Slow', email: 'slow@example.com', padding: 'b'.repeat(440) })
 const BODY_HEAD = `POST /v2/input/users HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(BODY)}\r\n\r\n`
 
-t.test('production timeouts: what README documents, and compatible with a load balancer', async (t) => {
+t.test('production timeouts: what docs/operations.md documents, and compatible with a load balancer', async (t) => {
   const app = await build(t)
   t.same(SERVER_TIMEOUTS, {
     keepAliveTimeoutMs: 72_000,
@@ -121,12 +121,12 @@ t.test('production timeouts: what README documents, and compatible with a load b
   t.ok(KEEP_ALIVE_TIMEOUT_MS < CONNECTION_TIMEOUT_MS, 'an idle keep-alive connection ends by keepAliveTimeout, not by the socket timeout')
   t.ok(TIMEOUT_CHECK_INTERVAL_MS <= 1_000, 'limits are checked at least every second')
 
-  const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8')
+  const operations = await readFile(new URL('../../docs/operations.md', import.meta.url), 'utf8')
   const seconds = (ms: number): string => `${ms / 1000} s`
-  t.match(readme, `\`keepAliveTimeout\` is ${seconds(KEEP_ALIVE_TIMEOUT_MS)}`, 'README: keepAliveTimeout')
-  t.match(readme, `Headers must arrive within ${seconds(HEADERS_TIMEOUT_MS)}`, 'README: headers timeout')
-  t.match(readme, `a whole request within ${seconds(REQUEST_TIMEOUT_MS)}`, 'README: requestTimeout')
-  t.match(readme, `silent for\n${seconds(CONNECTION_TIMEOUT_MS)} (\`connectionTimeout\`)`, 'README: connectionTimeout')
+  t.match(operations, `\`keepAliveTimeout\` is ${seconds(KEEP_ALIVE_TIMEOUT_MS)}`, 'docs/operations.md: keepAliveTimeout')
+  t.match(operations, `Headers must arrive within ${seconds(HEADERS_TIMEOUT_MS)}`, 'docs/operations.md: headers timeout')
+  t.match(operations, `a whole request within ${seconds(REQUEST_TIMEOUT_MS)}`, 'docs/operations.md: requestTimeout')
+  t.match(operations, `silent for\n${seconds(CONNECTION_TIMEOUT_MS)} (\`connectionTimeout\`)`, 'docs/operations.md: connectionTimeout')
 })
 
 /** Cut off by `limit` (not before it, within one check interval after it), with a 408 in the one error shape. */

@@ -4,7 +4,7 @@
 // least first; and the total never passes the limit. The same rule over real slow links is
 // live-fair.test.ts.
 import t from 'tap'
-import { UnsentBytes, type Room } from '../../src/changes/live/unsent-bytes.js'
+import { UnsentBytes, type Account, type Room } from '../../src/changes/live/unsent-bytes.js'
 import { LIVE_UNSENT_KEPT_FREE_PART } from '../../src/memory/budget.js'
 
 const MiB = 1024 * 1024
@@ -52,15 +52,37 @@ t.test('addresses holding little leave one answer\'s room free between them: a n
 
 t.test('turned into unsent bytes as they are written, room is counted once; what is left is given back', async (t) => {
   const unsent = budget()
+  const stream: Account = { address: 'a', counted: 0 }
   const room = unsent.take('a', ANSWER)!
-  unsent.adjust('a', 300_000, room)
+  unsent.report(stream, 300_000, room)
   t.equal(unsent.held, ANSWER, 'the bytes written come out of the room taken for them')
   t.equal(room.bytes, ANSWER - 300_000)
   unsent.release(room)
   t.equal(unsent.held, 300_000, 'what the answer did not need is given back; its bytes stay counted')
-  unsent.adjust('a', -300_000)
+  unsent.report(stream, 0)
   t.equal(unsent.held, 0)
   t.equal(unsent.addresses, 0, 'an address holding nothing and waiting for nothing is forgotten')
+})
+
+t.test('a stream told of its room by what its own report freed, and reporting again at once, is counted once', async (t) => {
+  // A stream's client reads; what that frees grants the same stream its waiting request, and the
+  // grant makes it look at its socket and report again before the first report has returned.
+  const unsent = new UnsentBytes({ limit: 2.5 * MiB, light: LIGHT, answer: ANSWER })
+  const stream: Account = { address: 'a', counted: 0 }
+  const first = unsent.take('a', ANSWER)!
+  unsent.report(stream, ANSWER, first)
+  let granted: Room | undefined
+  unsent.ask('a', ANSWER, (room) => {
+    granted = room
+    unsent.report(stream, 0)
+  })
+  t.equal(granted, undefined, 'its next request waits while it holds an answer unsent and leaves too little free')
+  unsent.report(stream, 0)
+  t.ok(granted !== undefined, 'its client took the answer: the request is granted')
+  t.equal(unsent.held, ANSWER, 'held: the room granted, the change of its unsent bytes counted once')
+  unsent.release(granted!)
+  t.equal(unsent.held, 0, 'nothing held once the room is given back')
+  t.equal(unsent.addresses, 0)
 })
 
 t.test('requests that wait are served by address, the one holding least first, not first come first served', async (t) => {
@@ -116,7 +138,7 @@ t.test('a request that is cancelled (its stream closed) is never granted, and st
 
 t.test('many addresses at once: each gets its first answer, and the total never passes the limit', async (t) => {
   const unsent = budget()
-  const rooms = new Map<string, Room[]>()
+  const rooms = new Map<string, Array<{ room: Room, stream: Account }>>()
   const granted = new Set<string>()
   const addresses = Array.from({ length: 200 }, (_, i) => `10.0.${i >> 8}.${i & 255}`)
   // Every address asks for four answers' room at once, in turn; whatever is granted is written and held.
@@ -124,19 +146,20 @@ t.test('many addresses at once: each gets its first answer, and the total never 
     for (const address of addresses) {
       unsent.ask(address, ANSWER, (room) => {
         granted.add(address)
-        unsent.adjust(address, ANSWER / 2, room)
-        rooms.set(address, [...(rooms.get(address) ?? []), room])
+        const stream: Account = { address, counted: 0 }
+        unsent.report(stream, ANSWER / 2, room)
+        rooms.set(address, [...(rooms.get(address) ?? []), { room, stream }])
       })
     }
   }
   t.ok(unsent.held <= LIMIT, `held within the limit (${unsent.held})`)
   // Clients read: every address's bytes drain, round after round, until every request is served.
   for (let turn = 0; turn < 10_000 && unsent.waiting > 0; turn++) {
-    for (const [address, held] of rooms) {
-      const room = held.shift()
-      if (room === undefined) continue
-      unsent.release(room)
-      unsent.adjust(address, -ANSWER / 2)
+    for (const held of rooms.values()) {
+      const next = held.shift()
+      if (next === undefined) continue
+      unsent.release(next.room)
+      unsent.report(next.stream, 0)
     }
   }
   t.equal(unsent.waiting, 0, 'every request was served in the end')

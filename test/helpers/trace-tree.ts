@@ -1,6 +1,6 @@
 import type { AttributeValue, ExportedSpan } from './otlp-receiver.js'
 
-// One trace as an indented tree, the way a tracing backend draws it: the README's renderings are
+// One trace as an indented tree, the way a tracing backend draws it: docs/operations.md's renderings are
 // this function's output over traces the tests receive.
 
 /** The attributes shown after a span's name, when it has them. */

@@ -5,7 +5,7 @@ import { createRandom } from '../../scripts/seeded-random.js'
 
 const MiB = 1024 * 1024
 
-t.test('the caches add up to the budget the README states', async (t) => {
+t.test('the caches add up to the budget docs/operations.md states', async (t) => {
   t.equal((MESSAGE_PAGE_BYTES + MESSAGE_ITEM_BYTES + SEARCH_IDS * 8 + ANCHOR_BYTES + USER_PAGE_BYTES + MOVIE_PAGE_BYTES) / MiB, 56,
     '24 + 4 + 8 + 16 + 2 + 2 MiB (search ids are 8 bytes each)')
 })

@@ -233,7 +233,7 @@ t.test('without a key every route answers 500, before authentication', async (t)
   t.equal(upstream.seen.length, 0)
 })
 
-// Faults of the upstream through the app as configured (README "Operating it"): never a hung request,
+// Faults of the upstream through the app as configured (docs/operations.md, "Faults"): never a hung request,
 // never a body held in memory whole.
 t.test('weather upstream faults: slow, trickling, garbage and oversized answers', async (t) => {
   const CHUNK = Buffer.alloc(64 * 1024, 'x')

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import { ANSWER_MAX_BYTES, type ChangesAnswer } from '../feed.js'
 import type { Delivered, Group, Waiter } from './hub.js'
-import type { Room, UnsentBytes } from './unsent-bytes.js'
+import type { Account, Room, UnsentBytes } from './unsent-bytes.js'
 import { liveSpan } from '../../tracing/live-span.js'
 
 // Server-Sent Events framing (CONTRACT 13), written here rather than with @fastify/sse: that plugin
@@ -17,7 +17,7 @@ const EVENT_TAIL = Buffer.from('\n\n\r\n')
 
 // Events go to the socket as whole HTTP/1.1 chunks, framed once: a write through the response would
 // frame every event again for every client, in four socket writes (size, CRLF, data, CRLF). Measured
-// at 1,000 streams (docs/benchmarks.md), the write was the cost of fanning an event out.
+// at 1,000 streams (docs/journal/2026-11-27-live-delivery-measured.md), the write was the cost of fanning an event out.
 function chunk (bytes: Buffer): Buffer {
   return Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, CRLF])
 }
@@ -102,8 +102,6 @@ export class EventStream implements Waiter {
   /** Bytes handed to the socket so far, and as many as the sweep last saw passed on. */
   #handed = 0
   #passedAtSweep = 0
-  /** Unsent bytes last reported to the shared count. */
-  #reported = 0
   /** Since when something waits unsent with nothing passed on, as the sweeps saw it. */
   #waitingSince: number | undefined
   #onReady: (() => void) | undefined
@@ -115,6 +113,8 @@ export class EventStream implements Waiter {
   /** What that room is asked for: one answer, or as much as the last answer it had no room for. */
   #roomWanted = ANSWER_ROOM_BYTES
   readonly #drained = (): void => { this.#progress() }
+  /** Its unsent bytes as the shared count last counted them, against its client's address. */
+  readonly #account: Account
   // Tracing (CONTRACT 15): made while the request is handled; its span counts the events written.
   readonly #span = liveSpan('stream')
 
@@ -123,6 +123,7 @@ export class EventStream implements Waiter {
 
   constructor (readonly response: ServerResponse, private readonly options: EventStreamOptions) {
     this.#socket = response.socket
+    this.#account = { address: options.address, counted: 0 }
     this.#socket?.on('drain', this.#drained)
   }
 
@@ -353,8 +354,6 @@ export class EventStream implements Waiter {
 
   /** Brings its share of the shared count up to date; growth is counted out of `from` first. */
   #report (unsent: number, from?: Room): void {
-    if (unsent === this.#reported) return
-    this.options.unsent.adjust(this.options.address, unsent - this.#reported, from)
-    this.#reported = unsent
+    this.options.unsent.report(this.#account, unsent, from)
   }
 }

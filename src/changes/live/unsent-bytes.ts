@@ -23,6 +23,15 @@ export interface Room {
   bytes: number
 }
 
+/**
+ * What one stream holds unsent, as the ledger last counted it: `report` brings the count to what the
+ * stream holds now, so a stream says what it holds, never by how much it changed.
+ */
+export interface Account {
+  readonly address: string
+  counted: number
+}
+
 interface Request { bytes: number, granted: (room: Room) => void }
 
 /** An address: what its streams hold (unsent, and room taken), and its requests waiting, oldest first. */
@@ -122,10 +131,27 @@ export class UnsentBytes {
   }
 
   /**
-   * A stream's unsent bytes grew (positive) or were taken by its client (negative). Growth is taken
-   * out of `from` first, the room the stream took for what it wrote, so the total counts it once.
+   * A stream's unsent bytes are now `unsent`: grown as it wrote, or fewer as its client took them.
+   * Growth is taken out of `from` first, the room the stream took for what it wrote, so the total
+   * counts it once. The account is brought up to date before any waiting request is granted: a
+   * stream granted room by what this frees reports again at once, and must not count the change twice.
    */
-  adjust (address: string, delta: number, from?: Room): void {
+  report (account: Account, unsent: number, from?: Room): void {
+    const delta = unsent - account.counted
+    if (delta === 0) return
+    account.counted = unsent
+    this.#adjust(account.address, delta, from)
+  }
+
+  /** Gives back what is left of `room`. */
+  release (room: Room): void {
+    if (room.bytes === 0) return
+    const bytes = room.bytes
+    room.bytes = 0
+    this.#adjust(room.address, -bytes)
+  }
+
+  #adjust (address: string, delta: number, from?: Room): void {
     let change = delta
     if (from !== undefined && delta > 0) {
       const covered = Math.min(delta, from.bytes)
@@ -140,14 +166,6 @@ export class UnsentBytes {
     this.#forget(holder)
     // Less held makes room; more held by an address that waits may make another the one to serve.
     this.#serve()
-  }
-
-  /** Gives back what is left of `room`. */
-  release (room: Room): void {
-    if (room.bytes === 0) return
-    const bytes = room.bytes
-    room.bytes = 0
-    this.adjust(room.address, -bytes)
   }
 
   #holder (address: string): Holder {

@@ -6,7 +6,7 @@ import type { FailureStreak } from './failure-streak.js'
 // once. The database work of watching is one small read per interval, however many clients wait.
 //
 // Why a poll and not LISTEN/NOTIFY: NOTIFY takes a lock held to the end of every notifying commit,
-// which serialises concurrent writers (docs/benchmarks.md, "What NOTIFY costs a write"), and a
+// which serialises concurrent writers (docs/journal/2026-11-27-what-notify-costs-a-write.md), and a
 // trigger that notifies would make every writer pay, SQL clients included. The head read costs the
 // writers nothing. A write through this instance's API does not wait for the next interval: it pokes
 // the watcher as it answers.
