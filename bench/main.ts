@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: the load benchmark (docs/performance.md). Seeds the database when needed, starts the
  * servers, measures every row against each of them, and writes the results to bench/results/. With
- * --target, it measures a deployment it did not start instead (./run/target-run.ts, bench/TARGET.md).
+ * --target, it measures a deployment it did not start instead (./run/target-run.ts, docs/performance.md).
  */
 import { mkdirSync } from 'node:fs'
 import { createTokens, type Tokens } from './run/caller-tokens.js'
@@ -30,7 +30,7 @@ async function run (options: BenchOptions, identity: Identity, tokens: Tokens, o
     .map((row) => ({ ...row, targets: row.targets.filter((target) => servers[target] !== undefined) }))
   const deferred: DeferredWrites[] = []
   const databaseCpu = await serverCpu(oracle)
-  const settings: RunSettings = { duration: options.duration, connections: options.connections, maxRequests: options.maxRequests, oracle, deferred, databaseCpu }
+  const settings: RunSettings = { duration: options.duration, connections: options.connections, maxRequests: options.maxRequests, oracle, deferred, databaseCpu, shedFails: true }
   await warmUp(servers)
   const { reports, sync } = await runRows(rows, servers, settings, tokens, options.keys.has('sync'))
   const anchorReads = await readAnchorReads(servers.service.base)

@@ -29,7 +29,7 @@ live.* and embedded-live.*).
 With --target <url>, the same rows run against a deployment the benchmark did not start (a load balancer in
 front of several instances, say), and nothing is started or seeded: the rows that need the benchmark's own
 database or service process are skipped, and so are the peers; answers are checked for their shape; the rows
-that write run only with --allow-writes, and those that call as a user only with tokens (bench/TARGET.md).
+that write run only with --allow-writes, and those that call as a user only with tokens (docs/performance.md, "Benchmarking your own deployment").
 Writes bench/results/target.{md,json,svg}.
 
 Options:

@@ -21,6 +21,13 @@ export interface RunSettings {
   deferred: DeferredWrites[]
   /** The database server's CPU clock, when it runs on this machine (bench/database/cpu-per-write.ts). */
   databaseCpu?: ServerCpu
+  /**
+   * Whether shed answers fail the row. On the benchmark's own servers they do, as every non-2xx answer
+   * does (CONTRACT 9): its clients are spread so that none should be shed. On a target (--target) the
+   * load comes from one machine through the deployment's own proxies, and shedding is its admission
+   * control at work: counted apart, not a failure.
+   */
+  shedFails: boolean
 }
 
 // Answers of a cold row checked against the oracle after the row: each is a query of its own there.
@@ -36,7 +43,7 @@ export const clientAddress = (n: number): string => `10.${(n >>> 16) & 255}.${(n
 
 /**
  * Whether an answer is the service's admission control turning the request away (CONTRACT 16, and load
- * shedding, CONTRACT 11): 503 with Retry-After, counted as shed, not as a failure.
+ * shedding, CONTRACT 11): 503 with Retry-After, counted as shed.
  */
 const isShed = (status: number, headers: Record<string, string | string[] | undefined>): boolean =>
   status === 503 && Object.keys(headers).some((name) => name.toLowerCase() === 'retry-after')
@@ -138,25 +145,37 @@ async function sequenceProblems (sequence: Sequence, samples: Array<[string, str
 }
 
 /**
- * What autocannon counted: statuses that are not success, connection errors, an empty run, failed body
- * checks. Shed answers (503 with Retry-After) are the service's admission control at work, not failures;
- * a 503 without Retry-After is one.
+ * The answers that fail a row, by status: every one that is not 2xx nor one the row accepts; of the 503s,
+ * the shed ones (`shed`, with Retry-After) only where `shedFails`.
  */
-function resultProblems (row: Row, peer: PeerRow | undefined, load: Load): { problems: string[], non2xx: number } {
+export function failingStatuses (stats: Record<string, { count: number }>, alsoOk: readonly number[], shed: number, shedFails: boolean): Array<[string, number]> {
+  const failing: Array<[string, number]> = []
+  for (const [code, { count }] of Object.entries(stats)) {
+    if (code.startsWith('2') || alsoOk.includes(Number(code))) continue
+    if (code !== '503') failing.push([code, count])
+    else if (shedFails) failing.push([shed > 0 ? `503 (${shed} of them shed, with Retry-After)` : code, count])
+    else if (count > shed) failing.push(['503 without Retry-After', count - shed])
+  }
+  return failing
+}
+
+/**
+ * What autocannon counted: statuses that are not success, connection errors, an empty run, failed body
+ * checks. Shed answers (503 with Retry-After) are failures where `shedFails`, else counted apart; a 503
+ * without Retry-After is always one.
+ */
+function resultProblems (row: Row, peer: PeerRow | undefined, load: Load, shedFails: boolean): { problems: string[], non2xx: number } {
   const { result } = load
   const problems: string[] = []
   const errors = result.errors + result.timeouts
-  const failing = Object.entries(result.statusCodeStats)
-    .filter(([code]) => !code.startsWith('2') && row.alsoOk?.includes(Number(code)) !== true)
-    .map(([code, s]): [string, { count: number }] => [code, { count: code === '503' ? s.count - load.shed : s.count }])
-    .filter(([, s]) => s.count > 0)
-  if (failing.length > 0) problems.push(`non-2xx responses: ${failing.map(([code, s]) => `${s.count}× ${code}${code === '503' ? ' without Retry-After' : ''}`).join(', ')}`)
+  const failing = failingStatuses(result.statusCodeStats, row.alsoOk ?? [], load.shed, shedFails)
+  if (failing.length > 0) problems.push(`non-2xx responses: ${failing.map(([code, count]) => `${count}× ${code}`).join(', ')}`)
   const otherStatus = peer?.status === undefined ? [] : Object.entries(result.statusCodeStats).filter(([code]) => code.startsWith('2') && Number(code) !== peer.status)
   if (otherStatus.length > 0) problems.push(`answers other than ${peer!.status!}: ${otherStatus.map(([code, s]) => `${s.count}× ${code}`).join(', ')}`)
   if (errors > 0) problems.push(`${result.errors} connection errors (${result.timeouts} timeouts)`)
   if (result.requests.total === 0) problems.push('no request completed within the duration')
   if (result.mismatches > 0 && load.bodyProblems.length === 0) problems.push(`${result.mismatches} sampled bodies failed the checks`)
-  return { problems, non2xx: failing.reduce((n, [, s]) => n + s.count, 0) }
+  return { problems, non2xx: failing.reduce((n, [, count]) => n + count, 0) }
 }
 
 /** The problems of the writer beside the row, after printing what it wrote. */
@@ -202,7 +221,7 @@ export async function measure (row: Row, child: Server, settings: RunSettings): 
     if (counter.live) problems.push(...await lostWrites(counter, acknowledged, added, settings.connections))
     else settings.deferred.push({ row: `${row.name} (${child.name})`, acknowledged, added, connections: settings.connections })
   }
-  const counted = resultProblems(row, peer, load)
+  const counted = resultProblems(row, peer, load, settings.shedFails)
   problems.push(...counted.problems)
   const { result } = load
   // A cold row that runs out of its sequence ends early, inside a second: autocannon's average of whole

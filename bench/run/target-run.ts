@@ -55,7 +55,7 @@ export async function runTarget (options: BenchOptions, plan: TargetPlan): Promi
     .map((row) => ({ ...row, targets: row.targets.filter((t) => t === 'service') }))
   process.stdout.write(`bench: target ${target.base}: ${rows.length} rows, ${skipped.length} skipped (${skipped.map((r) => r.key).join(', ') || 'none'})\n`)
   await warmUp({ service: target })
-  const { reports } = await runRows(rows, { service: target }, { duration: options.duration, connections: options.connections, maxRequests: options.maxRequests, deferred: [] }, tokens ?? NO_TOKENS, false)
+  const { reports } = await runRows(rows, { service: target }, { duration: options.duration, connections: options.connections, maxRequests: options.maxRequests, deferred: [], shedFails: false }, tokens ?? NO_TOKENS, false)
   const report: BenchReport = {
     date: new Date().toISOString(),
     machine: describeMachine({ label: 'the target\'s database (not read here)' }),

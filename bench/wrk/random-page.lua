@@ -12,7 +12,7 @@
 --   max=<n>        each thread stops after n answers (default: none, only wrk's --duration)
 --   forwarded=1    each request carries X-Forwarded-For of another 10.x.y.z client, as the cold rows do
 --                  for a service that trusts the load generator as its proxy (TRUST_PROXY)
--- See bench/TARGET.md.
+-- See docs/performance.md, "Benchmarking your own deployment".
 
 local LIMIT = 25
 

@@ -10,6 +10,7 @@ import t from 'tap'
 import { parseOptions } from '../../bench/run/command-line.js'
 import { RESULTS_DIR } from '../../bench/run/locations.js'
 import { unmetNeed } from '../../bench/rows/index.js'
+import { failingStatuses } from '../../bench/run/measure-row.js'
 import { renderMarkdown, type BenchReport, type Measurement } from '../../bench/report/bench-report.js'
 import { LOADER_ARGS, LOADER_ENV } from '../helpers/server-process.js'
 import { startSeededService } from '../helpers/seeded-service.js'
@@ -139,7 +140,15 @@ t.test('--target options: checked, and refused where they do not belong', async 
   t.match(unmetNeed('writes-id', new Set(['token', 'writes'])), /database/)
 })
 
-t.test('shed answers (503 with Retry-After) are counted apart, not failures', async (t) => {
+t.test('shed answers fail a row of the benchmark\'s own servers (CONTRACT 9), and not a target\'s', async (t) => {
+  const stats = { 200: { count: 50 }, 503: { count: 30 }, 404: { count: 1 } }
+  t.strictSame(failingStatuses(stats, [], 20, true), [['404', 1], ['503 (20 of them shed, with Retry-After)', 30]], 'own servers: every non-2xx answer fails the row')
+  t.strictSame(failingStatuses(stats, [], 20, false), [['404', 1], ['503 without Retry-After', 10]], 'a target: the shed ones are counted apart')
+  t.strictSame(failingStatuses({ 200: { count: 5 }, 503: { count: 4 } }, [], 4, false), [], 'a target whose 503s are all shed: no failure')
+  t.strictSame(failingStatuses({ 404: { count: 3 } }, [404], 0, true), [], 'a status the row accepts is no failure')
+})
+
+t.test('shed answers (503 with Retry-After) are shown apart', async (t) => {
   const shed = (problems: string[] = []): Measurement =>
     ({ requests: 900, rps: 60, p50: 1.5, p99: 12, non2xx: 0, shed: 840, errors: 0, peakRssMb: 120, health: { count: 20, failed: 0, p99: 3.25, max: 4.5 }, problems })
   const report: BenchReport = {
