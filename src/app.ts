@@ -13,6 +13,7 @@ import securityPlugin from '../plugins/security.js'
 import swaggerPlugin from '../plugins/swagger.js'
 import usersPlugin from '../plugins/users.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
+import representationPlugin from '../plugins/representation.js'
 import rolesPlugin from '../plugins/roles.js'
 import validationPlugin from '../plugins/validation.js'
 import lifecyclePlugin from '../plugins/lifecycle.js'
@@ -218,6 +219,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   await app.register(securityPlugin, { signInOrigin: signIn === undefined ? undefined : new URL(config.authIssuer).origin })
   // Before CORS: its Vary: Origin is added to the Vary: Accept-Encoding set here.
   await app.register(compressionPlugin)
+  await app.register(representationPlugin)
   if (config.corsOrigins !== undefined) await app.register(corsPlugin, { origins: config.corsOrigins })
   await app.register(loadSheddingPlugin, { maxEventLoopDelayMs: config.maxEventLoopDelayMs })
   await app.register(dbPlugin, {
