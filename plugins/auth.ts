@@ -1,17 +1,15 @@
-// auth: the authentication chain of SPEC 5.2 (verifyJwt → attachUser → handleAuthError), resolveLocalUser and asLocalUser.
+// auth: the authentication chain of SPEC 5.2 (verifyJwt → attachUser → handleAuthError), and the caller it yields (callerOf).
 import fastifyJwt from '@fastify/jwt'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { createKeyResolver } from '../src/auth/jwks.js'
 import type { Caller } from '../src/users/local-user.js'
-import { provisionOnFirstUse, type UnknownCaller } from '../src/users/provision-on-first-use.js'
 import { DEFAULT_ROLE } from '../src/auth/roles.js'
 import { createUserinfoClient, type UserinfoProfile } from '../src/auth/userinfo.js'
 import { VerifiedTokens } from '../src/auth/verified-tokens.js'
 import { stripTrailingSlash } from '../src/config.js'
 import { UnauthorizedError } from '../src/errors.js'
 import { isStorableText } from '../src/schemas/common.js'
-import type { LocalUser } from '../src/schemas/users.js'
 
 /** SPEC 2.3 / CONTRACT 4: the request-scoped caller, copied from verified claims. */
 export interface AuthenticatedUser {
@@ -32,15 +30,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** onRequest hook: the whole authentication chain. Every failure is 401 Invalid or missing token. */
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
-    /** The caller's local user record, provisioned from userinfo on first sight (SPEC 5.5). */
-    resolveLocalUser: (request: FastifyRequest) => Promise<LocalUser>
     /** The authenticated caller, as the users capability takes one (its subject, role and userinfo). */
     callerOf: (request: FastifyRequest) => Caller
-    /**
-     * Runs `attempt` as the caller; when it answers null (the caller has no local user yet), provisions
-     * the local user as resolveLocalUser does and runs it once more.
-     */
-    asLocalUser: <T>(request: FastifyRequest, attempt: () => Promise<T | UnknownCaller>) => Promise<T>
   }
 }
 
@@ -187,17 +178,8 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
     return { sub: user.sub, role: user.role, profile }
   }
 
-  async function resolveLocalUser (request: FastifyRequest): Promise<LocalUser> {
-    return await app.usersRepository.localUser(callerOf(request))
-  }
-
   app.decorate('callerOf', callerOf)
-  app.decorate('resolveLocalUser', resolveLocalUser)
-
-  app.decorate('asLocalUser', function asLocalUser<T> (request: FastifyRequest, attempt: () => Promise<T | UnknownCaller>): Promise<T> {
-    return provisionOnFirstUse(attempt, () => resolveLocalUser(request))
-  })
-}, { name: 'auth', fastify: '5.x', dependencies: ['users', 'rate-limit'] })
+}, { name: 'auth', fastify: '5.x', dependencies: ['rate-limit'] })
 
 /** SPEC 5.7 stub: `x-test-user: {"sub":"alice","role":"Admin"}`. Anything unreadable is 401. */
 function testUser (header: string | string[] | undefined): AuthenticatedUser {

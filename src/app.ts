@@ -230,9 +230,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     readUrls: config.databaseReadUrls,
     traced: config.tracing !== undefined
   })
-  // Each capability's repository and upkeep, on the database handles.
-  await app.register(usersPlugin)
-  await app.register(messagesPlugin, { idempotencyTtlHours: config.idempotencyTtlHours })
+  // Each capability's repository and upkeep, on the database handles (users and messages after auth, below).
   await app.register(moviesPlugin)
   await app.register(idempotencyPlugin, { ttlHours: config.idempotencyTtlHours })
   await app.register(changesPlugin, {
@@ -248,6 +246,9 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   // The rate limit before auth, which counts refused tokens in it; it counts everything else after auth has run.
   await app.register(rateLimitPlugin, { max: config.rateLimitMax, redisUrl: config.redisUrl })
   await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true, jwksMaxAgeS: config.jwksMaxAgeS })
+  // Users provision the caller auth yields; a create writes as that local user, with the idempotency store.
+  await app.register(usersPlugin)
+  await app.register(messagesPlugin, { idempotencyTtlHours: config.idempotencyTtlHours })
   await app.register(rolesPlugin)
   await app.register(requestLogPlugin)
   await app.register(metricsPlugin, {

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { Asker } from '../db/heavy-reads.js'
-import { primaryOnly, type ReadHandles } from '../db/read-router.js'
+import type { ReadHandles } from '../db/read-router.js'
 import { statement } from '../db/statement.js'
 import { retrieveFailure } from '../errors.js'
 import { found, tagFor, type Conditional, type Revalidated } from '../http-cache/entity-tag.js'
@@ -13,10 +13,12 @@ import { placeholder, type FilterValues } from '../pages/spec.js'
 import { MESSAGE_SORT_FIELDS, type Message, type MessageFilters, type MessageListQuery, type MessageSearchQuery, type MessageSort, type NewMessage } from '../schemas/messages.js'
 import { messageReader, type ReaderFilter } from './collection.js'
 import { deleteAs } from './delete.js'
-import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './row.js'
+import { MESSAGE_COLUMNS, MESSAGE_SOURCE, messageLocation, toMessage, type MessageRow } from './row.js'
 import { createMessageSearch } from './search.js'
 import { createMessageWriter } from './writer.js'
-import { type IdempotentWrite, type KeyedOutcome } from '../idempotency/write.js'
+import { parseIdempotencyKey, requestFingerprint } from '../idempotency/key.js'
+import type { IdempotencyRepository, IdempotentRequest } from '../idempotency/repository.js'
+import type { Caller } from '../users/local-user.js'
 
 // The messages repository: every read and write of messages the routes make, each through the page
 // and item caches that a write by anyone retires (src/http-cache/version-cache.ts).
@@ -43,12 +45,34 @@ async function readMessagePage (target: Database, filters: MessageFilters, page:
   return toPage({ rows: rows.map(toMessage), ...rest }, page)
 }
 
+/** What POST /v2/messages answers (CONTRACT 12): the 201's status, Location and body, and whether it is a stored one sent again. */
+export interface CreatedMessage {
+  /** Only 201s are stored (CONTRACT 12), so a replay is one too. */
+  status: 201
+  location: string
+  /** The message, for the route's 201 schema to serialize; a string is a stored 201's JSON, sent as it is. */
+  body: Message | string
+  replayed: boolean
+}
+
+/** What a create needs of the other capabilities; plugins/messages.ts wires them in. */
 export interface MessagesRepositoryOptions {
+  /** SPEC 5.5: the caller's local user, provisioned on first use (the users repository's `localUser`). */
+  localUser: (caller: Caller) => Promise<unknown>
+  /** The stored answers of Idempotency-Key (src/idempotency/repository.ts). */
+  idempotency: IdempotencyRepository
   /** IDEMPOTENCY_TTL_HOURS (default 24). */
   idempotencyTtlHours?: number
 }
 
-export function createMessagesRepository (db: Database, reads: ReadHandles = primaryOnly(db), options: MessagesRepositoryOptions = {}) {
+/** A write as the caller right after provisioning found no local user either: a fault, never a third attempt. */
+function known<T> (written: T | null): T {
+  if (written === null) throw new Error('local user vanished right after it was provisioned')
+  return written
+}
+
+export function createMessagesRepository (db: Database, reads: ReadHandles, options: MessagesRepositoryOptions) {
+  const { localUser, idempotency } = options
   const writer = createMessageWriter(db, { idempotencyTtlHours: options.idempotencyTtlHours ?? 24 })
   const search = createMessageSearch()
   const pages = new VersionedCache<Page<Message>>(['messages', 'users'], MESSAGE_PAGE_BYTES)
@@ -146,22 +170,47 @@ export function createMessagesRepository (db: Database, reads: ReadHandles = pri
       }
     },
 
-    /** Inserts as the local user of `subjectId`; null when that user does not exist yet. */
-    create (subjectId: string, input: NewMessage): Promise<Message | null> {
-      return writer.create(subjectId, input)
-    },
-
     /**
-     * Inserts under an Idempotency-Key, storing the 201 in the same statement: the stored response,
-     * 'taken' when a committed request already holds the key, null when the local user does not exist yet.
+     * POST /v2/messages as the caller (SPEC 5.5: its local user is provisioned on first use), with an
+     * optional Idempotency-Key header (CONTRACT 12). With a key, the first request creates and is
+     * answered from the 201 stored with it; a later one with the same key is that 201 again, byte for
+     * byte, replayed: 422 if its body is another JSON value, 409 while the first one runs here. A
+     * malformed key is 400.
      */
-    createKeyed (subjectId: string, input: NewMessage, idempotency: IdempotentWrite): Promise<KeyedOutcome> {
-      return writer.createKeyed(subjectId, input, idempotency)
+    async create (caller: Caller, input: NewMessage, idempotencyKey?: string | string[]): Promise<CreatedMessage> {
+      const key = parseIdempotencyKey(idempotencyKey)
+      if (key === undefined) {
+        // The author is found by subject in the insert: a subject seen for the first time has none yet.
+        let message = await writer.create(caller.sub, input)
+        if (message === null) {
+          await localUser(caller)
+          message = known(await writer.create(caller.sub, input))
+        }
+        return { status: 201, location: messageLocation(message.id), body: message, replayed: false }
+      }
+      // Keys belong to the caller: two callers may use the same key independently.
+      const request: IdempotentRequest = { subjectId: caller.sub, key, fingerprint: requestFingerprint(input) }
+      idempotency.begin(request)
+      try {
+        // The write is tried first: a first request, the common case, costs the one grouped statement.
+        let outcome = await writer.createKeyed(caller.sub, input, request)
+        if (outcome === null) {
+          await localUser(caller)
+          outcome = known(await writer.createKeyed(caller.sub, input, request))
+        }
+        const { status, location, body } = outcome === 'taken' ? await idempotency.replay(request) : outcome.created
+        return { status: status as 201, location, body, replayed: outcome === 'taken' }
+      } finally {
+        idempotency.end(request)
+      }
     },
 
-    /** Deletes a message as the caller (see ./delete.ts); null when the caller has no local user yet. */
-    deleteAs (id: number, caller: { sub: string, role: string }): Promise<'deleted' | null> {
-      return deleteAs(db, id, caller)
+    /** Deletes a message as the caller (see ./delete.ts), its local user provisioned on first use. */
+    async deleteAs (id: number, caller: Caller): Promise<void> {
+      if (await deleteAs(db, id, caller) === null) {
+        await localUser(caller)
+        known(await deleteAs(db, id, caller))
+      }
     }
   }
 }
