@@ -247,7 +247,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   await app.register(rateLimitPlugin, { max: config.rateLimitMax, redisUrl: config.redisUrl })
   await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true, jwksMaxAgeS: config.jwksMaxAgeS })
   // Users provision the caller auth yields; a create writes as that local user, with the idempotency store.
-  await app.register(usersPlugin)
+  await app.register(usersPlugin, { issuer: config.authIssuer })
   await app.register(messagesPlugin, { idempotencyTtlHours: config.idempotencyTtlHours })
   await app.register(rolesPlugin)
   await app.register(requestLogPlugin)

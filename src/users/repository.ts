@@ -1,4 +1,5 @@
 import { eq, sql } from 'drizzle-orm'
+import type { FetchUserinfo } from '../auth/userinfo.js'
 import type { Database } from '../db/client.js'
 import type { Asker } from '../db/heavy-reads.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
@@ -57,7 +58,12 @@ const fromItemRow = (row: UserItemRow): LocalUser => ({
 const pageSize = (page: Page<LocalUser>) => pageBytes(page, userBytes)
 const failedRetrieving = retrieveFailure('users')
 
-export function createUsersRepository (db: Database, reads: ReadHandles = primaryOnly(db)) {
+export interface UsersRepositoryOptions {
+  /** The identity provider's userinfo (src/auth/userinfo.ts); without it a caller's claims are its profile. */
+  fetchUserinfo?: FetchUserinfo
+}
+
+export function createUsersRepository (db: Database, reads: ReadHandles = primaryOnly(db), options: UsersRepositoryOptions = {}) {
   const pages = new VersionedCache<Page<LocalUser>>(['users'], USER_PAGE_BYTES)
   const userVersions = versionReader(['users'])
 
@@ -83,7 +89,7 @@ export function createUsersRepository (db: Database, reads: ReadHandles = primar
     return toUser(row)
   }
 
-  const localUser = createLocalUserResolver({ findBySubject, upsert })
+  const localUser = createLocalUserResolver({ findBySubject, upsert }, options.fetchUserinfo)
 
   /**
    * A single user as the caller sees it, tagged with the users table's version and the caller (CONTRACT 12):

@@ -28,7 +28,7 @@ export async function createMessages (
   const author = await app.usersRepository.findById(authorId)
   if (author === null) throw new Error(`no user ${authorId}`)
   // The author exists: nothing is provisioned.
-  const caller = { sub: author.subjectId, role: author.role, profile: async () => { throw new Error(`no user ${authorId}`) } }
+  const caller = { sub: author.subjectId, role: author.role }
   const created: Message[] = []
   for (let i = 0; i < n; i++) {
     const over = typeof overrides === 'function' ? overrides(i) : overrides

@@ -249,7 +249,7 @@ t.test('several instances on one database: a concurrent duplicate never writes a
     localUser: async () => { throw new Error('the author exists') },
     idempotency: createIdempotencyRepository(app.db, { ttlHours: 24 })
   }))
-  const caller = { sub: 'multi', role: 'User', profile: async () => { throw new Error('the author exists') } }
+  const caller = { sub: 'multi', role: 'User' }
   const input = { content: 'across instances' }
   const outcomes = await Promise.all(Array.from({ length: 40 }, async (_, i) => {
     const instance = instances[i % instances.length]!

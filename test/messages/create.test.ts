@@ -10,7 +10,7 @@ import { createAuthor, queryRows } from '../helpers/fixtures.js'
 // messages.create is the whole of POST /v2/messages below the route (SPEC 5.5, CONTRACT 12): the
 // caller's local user provisioned on first use, and the Idempotency-Key's stored answer.
 
-const caller = (sub: string): Caller => ({ sub, role: 'User', profile: async () => { throw new Error('no profile in this test') } })
+const caller = (sub: string): Caller => ({ sub, role: 'User' })
 
 /** A repository on the app's database whose local-user lookup is `localUser`, counting its calls. */
 async function repository (t: Test, localUser: (caller: Caller) => Promise<unknown>) {
