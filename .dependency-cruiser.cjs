@@ -69,7 +69,11 @@ const LAYERS = [
   ['changes']
 ]
 
-/** One rule per layer: its folders import nothing of their own layer (but themselves) or above. */
+/**
+ * One rule per layer: its folders import nothing of their own layer (but themselves) or above. Imports
+ * cannot show a call back up through a function handed down; test/app/calls-go-down.test.ts reads these
+ * rules' `from` paths for the same layers and refuses such calls.
+ */
 const LAYER_RULES = LAYERS.map((folders, index) => ({
   name: `layer-${folders.join('-')}`,
   severity: 'error',

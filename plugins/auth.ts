@@ -1,17 +1,14 @@
-// auth: the authentication chain of SPEC 5.2 (verifyJwt → attachUser → handleAuthError), resolveLocalUser and asLocalUser.
+// auth: the authentication chain of SPEC 5.2 (verifyJwt → attachUser → handleAuthError), and the caller it yields (callerOf).
 import fastifyJwt from '@fastify/jwt'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { createKeyResolver } from '../src/auth/jwks.js'
 import type { Caller } from '../src/users/local-user.js'
-import { provisionOnFirstUse, type UnknownCaller } from '../src/users/provision-on-first-use.js'
 import { DEFAULT_ROLE } from '../src/auth/roles.js'
-import { createUserinfoClient, type UserinfoProfile } from '../src/auth/userinfo.js'
 import { VerifiedTokens } from '../src/auth/verified-tokens.js'
 import { stripTrailingSlash } from '../src/config.js'
 import { UnauthorizedError } from '../src/errors.js'
 import { isStorableText } from '../src/schemas/common.js'
-import type { LocalUser } from '../src/schemas/users.js'
 
 /** SPEC 2.3 / CONTRACT 4: the request-scoped caller, copied from verified claims. */
 export interface AuthenticatedUser {
@@ -32,15 +29,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** onRequest hook: the whole authentication chain. Every failure is 401 Invalid or missing token. */
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
-    /** The caller's local user record, provisioned from userinfo on first sight (SPEC 5.5). */
-    resolveLocalUser: (request: FastifyRequest) => Promise<LocalUser>
     /** The authenticated caller, as the users capability takes one (its subject, role and userinfo). */
     callerOf: (request: FastifyRequest) => Caller
-    /**
-     * Runs `attempt` as the caller; when it answers null (the caller has no local user yet), provisions
-     * the local user as resolveLocalUser does and runs it once more.
-     */
-    asLocalUser: <T>(request: FastifyRequest, attempt: () => Promise<T | UnknownCaller>) => Promise<T>
   }
 }
 
@@ -92,8 +82,7 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
     unknownKidIntervalMs: opts.unknownKidIntervalMs,
     maxAgeMs: opts.jwksMaxAgeS === undefined ? undefined : opts.jwksMaxAgeS * 1000
   })
-  const userinfo = createUserinfoClient({ issuer, timeoutMs: opts.upstreamTimeoutMs })
-  app.addHook('onClose', async () => { await Promise.all([userinfo.close(), resolveKey.close()]) })
+  app.addHook('onClose', async () => { await resolveKey.close() })
   const keyUsed = new WeakMap<FastifyRequest, { header: { alg?: unknown, kid?: unknown }, pem: string, exp: unknown }>()
 
   await app.register(fastifyJwt, {
@@ -176,28 +165,17 @@ export default fp<AuthPluginOptions>(async function auth (app, opts) {
     }
   })
 
-  /** The authenticated caller as the users capability sees one: its profile comes from userinfo with the caller's own token. */
+  /** The authenticated caller as the users capability sees one: its claims, and the token its userinfo is fetched with. */
   function callerOf (request: FastifyRequest): Caller {
     const user = request.user
     if (user === null) throw new UnauthorizedError()
-    const token = bearerToken(request)
-    const profile = opts.testAuth === true || token === undefined
-      ? async (): Promise<UserinfoProfile> => ({ sub: user.sub, email: user.email ?? null, name: user.name ?? null, role: user.role })
-      : () => userinfo.fetch(token)
-    return { sub: user.sub, role: user.role, profile }
-  }
-
-  async function resolveLocalUser (request: FastifyRequest): Promise<LocalUser> {
-    return await app.usersRepository.localUser(callerOf(request))
+    // Under the test stub there is no token: the claims are the whole profile (SPEC 5.7).
+    const token = opts.testAuth === true ? undefined : bearerToken(request)
+    return { sub: user.sub, role: user.role, email: user.email, name: user.name, token }
   }
 
   app.decorate('callerOf', callerOf)
-  app.decorate('resolveLocalUser', resolveLocalUser)
-
-  app.decorate('asLocalUser', function asLocalUser<T> (request: FastifyRequest, attempt: () => Promise<T | UnknownCaller>): Promise<T> {
-    return provisionOnFirstUse(attempt, () => resolveLocalUser(request))
-  })
-}, { name: 'auth', fastify: '5.x', dependencies: ['users', 'rate-limit'] })
+}, { name: 'auth', fastify: '5.x', dependencies: ['rate-limit'] })
 
 /** SPEC 5.7 stub: `x-test-user: {"sub":"alice","role":"Admin"}`. Anything unreadable is 401. */
 function testUser (header: string | string[] | undefined): AuthenticatedUser {

@@ -5,15 +5,15 @@ import fp from 'fastify-plugin'
 import { createDb, createReplica, PRIMARY_PROBE_MS, type Database, type DbOptions } from '../src/db/client.js'
 import type { HistorySource } from '../src/db/failover/elector.js'
 import { ReplicaTimelines } from '../src/db/failover/replica-timelines.js'
-import { createReadRouter, type ReadRouter } from '../src/db/read-router.js'
+import { createReadRouter, type ReadHandles } from '../src/db/read-router.js'
 import { every } from '../src/db/upkeep.js'
 import { DatabaseUnavailableError } from '../src/errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     db: Database
-    /** Runs a read on a replica in turn, or on the primary (CONTRACT 11); writes use `db`. */
-    readDb: ReadRouter
+    /** Picks the database of a read: a replica in turn, or the primary (CONTRACT 11); writes use `db`. */
+    readDb: ReadHandles
     /** Resolves when the database answers a trivial query; else DatabaseUnavailableError (503). */
     pingDatabase: () => Promise<void>
     /** The history of the database followed (CONTRACT 14): its timeline, and when it changes. */

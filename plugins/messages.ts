@@ -1,4 +1,5 @@
-// messages: the messages repository (pages, search, items, writes), and the merge of the search
+// messages: the messages repository (pages, search, items, writes) with what a create needs wired in
+// (the caller's local user, the stored answers of Idempotency-Key), and the merge of the search
 // indexes' pending lists, so that no create pays for one.
 import fp from 'fastify-plugin'
 import { every } from '../src/db/upkeep.js'
@@ -17,7 +18,11 @@ export interface MessagesPluginOptions {
 }
 
 export default fp<MessagesPluginOptions>(async function messages (app, opts) {
-  app.decorate('messagesRepository', createMessagesRepository(app.db, app.readDb, { idempotencyTtlHours: opts.idempotencyTtlHours }))
+  app.decorate('messagesRepository', createMessagesRepository(app.db, app.readDb, {
+    localUser: app.usersRepository.localUser,
+    idempotency: app.idempotencyRepository,
+    idempotencyTtlHours: opts.idempotencyTtlHours
+  }))
   const stop = every(MERGE_PENDING_LISTS_EVERY_MS, async () => mergePendingLists(app.db), app.log, 'search index pending-list merge failed')
   app.addHook('onClose', async () => { stop() })
-}, { name: 'messages', fastify: '5.x', dependencies: ['db'] })
+}, { name: 'messages', fastify: '5.x', dependencies: ['db', 'users', 'idempotency'] })

@@ -13,6 +13,7 @@ import securityPlugin from '../plugins/security.js'
 import swaggerPlugin from '../plugins/swagger.js'
 import usersPlugin from '../plugins/users.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
+import representationPlugin from '../plugins/representation.js'
 import rolesPlugin from '../plugins/roles.js'
 import validationPlugin from '../plugins/validation.js'
 import lifecyclePlugin from '../plugins/lifecycle.js'
@@ -218,6 +219,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   await app.register(securityPlugin, { signInOrigin: signIn === undefined ? undefined : new URL(config.authIssuer).origin })
   // Before CORS: its Vary: Origin is added to the Vary: Accept-Encoding set here.
   await app.register(compressionPlugin)
+  await app.register(representationPlugin)
   if (config.corsOrigins !== undefined) await app.register(corsPlugin, { origins: config.corsOrigins })
   await app.register(loadSheddingPlugin, { maxEventLoopDelayMs: config.maxEventLoopDelayMs })
   await app.register(dbPlugin, {
@@ -228,9 +230,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
     readUrls: config.databaseReadUrls,
     traced: config.tracing !== undefined
   })
-  // Each capability's repository and upkeep, on the database handles.
-  await app.register(usersPlugin)
-  await app.register(messagesPlugin, { idempotencyTtlHours: config.idempotencyTtlHours })
+  // Each capability's repository and upkeep, on the database handles (users and messages after auth, below).
   await app.register(moviesPlugin)
   await app.register(idempotencyPlugin, { ttlHours: config.idempotencyTtlHours })
   await app.register(changesPlugin, {
@@ -246,6 +246,9 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   // The rate limit before auth, which counts refused tokens in it; it counts everything else after auth has run.
   await app.register(rateLimitPlugin, { max: config.rateLimitMax, redisUrl: config.redisUrl })
   await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true, jwksMaxAgeS: config.jwksMaxAgeS })
+  // Users provision the caller auth yields; a create writes as that local user, with the idempotency store.
+  await app.register(usersPlugin, { issuer: config.authIssuer })
+  await app.register(messagesPlugin, { idempotencyTtlHours: config.idempotencyTtlHours })
   await app.register(rolesPlugin)
   await app.register(requestLogPlugin)
   await app.register(metricsPlugin, {

@@ -3,9 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { MissingQueryError } from '../../src/errors.js'
 import { askerOf } from '../../src/http/asker.js'
-import { createIdempotentCreator } from '../../src/idempotency/idempotent-create.js'
-import { createRepresentation, sendJson } from '../../src/http-cache/representation.js'
-import { messageLocation } from '../../src/messages/row.js'
+import { sendJson } from '../../src/http-cache/representation.js'
 import { expensiveReadUnavailable } from '../../src/openapi/document.js'
 import { SYNC_DEFAULT_LIMIT, SYNC_MAX_LIMIT, SYNC_MAX_WAIT } from '../../src/schemas/messages.js'
 import { clampInteger, clampLimit } from '../../src/pages/request.js'
@@ -23,17 +21,13 @@ function wantsEvents (accept: string | undefined): boolean {
 }
 
 const messages: FastifyPluginAsyncTypebox = async function (app) {
-  const { messagesRepository, idempotencyRepository, changes } = app
+  const { messagesRepository, changes } = app
   const MessageRef = Ref(MessageSchema)
-  // Tagged public reads (CONTRACT 12). Cached pages and messages come back as the same objects: each
-  // is serialized once per route and compressed once per encoding.
-  const list = createRepresentation({ cacheControl: 'no-cache', links: true })
-  const search = createRepresentation({ cacheControl: 'no-cache', links: true })
-  const item = createRepresentation({ cacheControl: 'no-cache' })
-  // CONTRACT 12: with an Idempotency-Key, a retried create is answered with the first 201.
-  const createIdempotently = createIdempotentCreator(idempotencyRepository)
 
+  // Tagged public reads (CONTRACT 12). Cached pages and messages come back as the same objects: each
+  // is serialized once per route and compressed once per encoding (plugins/representation.ts).
   app.get('/', {
+    config: { representation: { cacheControl: 'no-cache', links: true } },
     schema: {
       tags: ['messages'],
       operationId: 'listMessages',
@@ -46,10 +40,11 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
   }, async function (request, reply) {
     // Who asks, for the admission of a deep page the database must walk (CONTRACT 16).
     const asker = askerOf(request)
-    return list.send(request, reply, await messagesRepository.listPage(request.query, list.conditional(request), asker))
+    return reply.represent(await messagesRepository.listPage(request.query, request.conditional(), asker))
   })
 
   app.get('/search', {
+    config: { representation: { cacheControl: 'no-cache', links: true } },
     schema: {
       tags: ['messages'],
       operationId: 'searchMessages',
@@ -63,7 +58,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
     if (term === undefined || term.trim() === '') throw new MissingQueryError('q')
     // Who asks, for the admission of the term's read (CONTRACT 16).
     const asker = askerOf(request)
-    return search.send(request, reply, await messagesRepository.searchPage(term, request.query, search.conditional(request), asker))
+    return reply.represent(await messagesRepository.searchPage(term, request.query, request.conditional(), asker))
   })
 
   // CONTRACT 12 and 13, delta sync: what changed since the client's token, whoever wrote it; held
@@ -102,6 +97,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
   })
 
   app.get('/:id', {
+    config: { representation: { cacheControl: 'no-cache' } },
     schema: {
       tags: ['messages'],
       operationId: 'getMessage',
@@ -111,7 +107,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: MessageRef, 304: NotModified, 400: ErrorRef, 404: ErrorRef, 500: ErrorRef }
     }
   }, async function (request, reply) {
-    return item.send(request, reply, await messagesRepository.getOne(request.params.id, item.conditional(request)))
+    return reply.represent(await messagesRepository.getOne(request.params.id, request.conditional()))
   })
 
   app.post('/', {
@@ -135,12 +131,11 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       }
     }
   }, async function (request, reply) {
-    const { sub } = request.user!
-    return createIdempotently(request, reply, {
-      create: () => app.asLocalUser(request, () => messagesRepository.create(sub, request.body)),
-      location: (message) => messageLocation(message.id),
-      createKeyed: (write) => app.asLocalUser(request, () => messagesRepository.createKeyed(sub, request.body, write))
-    })
+    // CONTRACT 12: with an Idempotency-Key, a retried create is answered with the first 201.
+    const created = await messagesRepository.create(app.callerOf(request), request.body, request.headers['idempotency-key'])
+    if (created.replayed) reply.header('idempotent-replayed', 'true')
+    reply.code(created.status).header('location', created.location)
+    return typeof created.body === 'string' ? sendJson(reply, created.body) : created.body
   })
 
   app.delete('/:id', {
@@ -155,7 +150,7 @@ const messages: FastifyPluginAsyncTypebox = async function (app) {
       response: { 204: Type.Null({ description: 'Deleted' }), 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 404: ErrorRef, 502: ErrorRef }
     }
   }, async function (request, reply) {
-    await app.asLocalUser(request, () => messagesRepository.deleteAs(request.params.id, request.user!))
+    await messagesRepository.deleteAs(request.params.id, app.callerOf(request))
     return reply.code(204).send(null)
   })
 }

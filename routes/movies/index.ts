@@ -1,15 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { askerOf } from '../../src/http/asker.js'
-import { createRepresentation } from '../../src/http-cache/representation.js'
 import { expensiveReadUnavailable } from '../../src/openapi/document.js'
 import { ErrorRef, NotModified, Ref } from '../../src/schemas/common.js'
 import { MovieListQuery, MoviePageSchema } from '../../src/schemas/movies.js'
 
 const movies: FastifyPluginAsyncTypebox = async function (app) {
   const { moviesRepository } = app
-  const list = createRepresentation({ cacheControl: 'no-cache', links: true })
 
   app.get('/', {
+    config: { representation: { cacheControl: 'no-cache', links: true } },
     schema: {
       tags: ['movies'],
       operationId: 'listMovies',
@@ -21,7 +20,7 @@ const movies: FastifyPluginAsyncTypebox = async function (app) {
   }, async function (request, reply) {
     // Who asks, for the admission of a deep page the database must walk (CONTRACT 16).
     const asker = askerOf(request)
-    return list.send(request, reply, await moviesRepository.listPage(request.query, list.conditional(request), asker))
+    return reply.represent(await moviesRepository.listPage(request.query, request.conditional(), asker))
   })
 }
 

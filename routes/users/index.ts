@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { askerOf } from '../../src/http/asker.js'
-import { callerScope, createRepresentation } from '../../src/http-cache/representation.js'
+import { callerScope } from '../../src/http-cache/representation.js'
 import { expensiveReadUnavailable } from '../../src/openapi/document.js'
 import { bearerAuth, ErrorRef, IdParams, NotModified, Ref } from '../../src/schemas/common.js'
 import { UserListQuery, UserPageSchema, UserSchema } from '../../src/schemas/users.js'
@@ -8,15 +8,13 @@ import { UserListQuery, UserPageSchema, UserSchema } from '../../src/schemas/use
 const users: FastifyPluginAsyncTypebox = async function (app) {
   const { usersRepository } = app
   const UserRef = Ref(UserSchema)
-  // The caller's own reads (CONTRACT 12): private, tagged per caller where the body depends on it.
-  const me = createRepresentation({ cacheControl: 'private, no-cache', scope: callerScope })
-  const list = createRepresentation({ cacheControl: 'private, no-cache', links: true })
-  const user = createRepresentation({ cacheControl: 'private, no-cache', scope: callerScope })
 
   // Every route of this router needs a caller.
   app.addHook('onRequest', app.authenticate)
 
+  // The caller's own reads (CONTRACT 12): private, tagged per caller where the body depends on it.
   app.get('/me', {
+    config: { representation: { cacheControl: 'private, no-cache', scope: callerScope } },
     schema: {
       tags: ['users'],
       operationId: 'getCurrentUser',
@@ -26,11 +24,12 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: UserRef, 304: NotModified, 401: ErrorRef, 502: ErrorRef }
     }
   }, async function (request, reply) {
-    return me.send(request, reply, await usersRepository.me(app.callerOf(request), me.conditional(request)))
+    return reply.represent(await usersRepository.me(app.callerOf(request), request.conditional()))
   })
 
   app.get('/', {
     preValidation: app.requireRoleAtLeast('Admin'),
+    config: { representation: { cacheControl: 'private, no-cache', links: true } },
     schema: {
       tags: ['users'],
       operationId: 'listUsers',
@@ -43,10 +42,11 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
   }, async function (request, reply) {
     // Who asks, for the admission of a deep page the database must walk (CONTRACT 16).
     const asker = askerOf(request)
-    return list.send(request, reply, await usersRepository.listPage(request.query, list.conditional(request), asker))
+    return reply.represent(await usersRepository.listPage(request.query, request.conditional(), asker))
   })
 
   app.get('/:id', {
+    config: { representation: { cacheControl: 'private, no-cache', scope: callerScope } },
     schema: {
       tags: ['users'],
       operationId: 'getUser',
@@ -57,7 +57,7 @@ const users: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: UserRef, 304: NotModified, 400: ErrorRef, 401: ErrorRef, 403: ErrorRef, 404: ErrorRef, 502: ErrorRef }
     }
   }, async function (request, reply) {
-    return user.send(request, reply, await usersRepository.visible(app.callerOf(request), request.params.id, user.conditional(request)))
+    return reply.represent(await usersRepository.visible(app.callerOf(request), request.params.id, request.conditional()))
   })
 }
 

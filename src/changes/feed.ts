@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
-import type { ReadRouter } from '../db/read-router.js'
+import type { ReadHandles } from '../db/read-router.js'
 import { inBatches } from '../db/batches.js'
 import { rawStatement, statement, type RawRow } from '../db/statement.js'
 import { InvalidSyncTokenError, PrimaryUnavailableError, SyncTokenExpiredError } from '../errors.js'
@@ -257,7 +257,17 @@ function createReadAhead () {
   }
 }
 
-export function createChangeFeed (db: Database, reads: ReadRouter, options: ChangeFeedOptions) {
+/** Runs a read of the feed on a database picked for reads, and once more on the primary when it fails on a replica (CONTRACT 11). */
+async function onReadDb<T> (reads: ReadHandles, read: (target: Database) => Promise<T>): Promise<T> {
+  const on = reads.pick()
+  try {
+    return await read(on.db)
+  } catch (err) {
+    return await read(on.fallback(err))
+  }
+}
+
+export function createChangeFeed (db: Database, reads: ReadHandles, options: ChangeFeedOptions) {
   const retentionMs = options.retentionHours * 3_600_000
   const readAhead = createReadAhead()
 
@@ -353,8 +363,8 @@ export function createChangeFeed (db: Database, reads: ReadRouter, options: Chan
 
   /** The answer at a decoded position: the initial copy from its start when there is none. */
   function answerAt (epoch: string | undefined, position: SyncPosition | undefined, limit: number): Promise<ChangesAnswer> {
-    if (epoch === undefined || position === undefined) return sharedAnswer(positionKey(epoch, position, limit), async () => reads((target) => snapshot(target, undefined, undefined, 0, limit)))
-    return sharedAnswer(positionKey(epoch, position, limit), async () => reads((target) => position.kind === 'snapshot'
+    if (epoch === undefined || position === undefined) return sharedAnswer(positionKey(epoch, position, limit), async () => onReadDb(reads, async (target) => snapshot(target, undefined, undefined, 0, limit)))
+    return sharedAnswer(positionKey(epoch, position, limit), async () => onReadDb(reads, async (target) => position.kind === 'snapshot'
       ? snapshot(target, epoch, position.watermark, position.after, limit)
       : changes(target, epoch, position, limit)))
   }
@@ -397,20 +407,20 @@ export function createChangeFeed (db: Database, reads: ReadRouter, options: Chan
       }
       const token = tokenOf(since)
       const { position } = token
-      checkValid(token.epoch, position.kind === 'snapshot' ? position.watermark : position.xid, await reads(readHead))
+      checkValid(token.epoch, position.kind === 'snapshot' ? position.watermark : position.xid, await onReadDb(reads, readHead))
       return { epoch: token.epoch, position, point: token.point }
     },
 
     answerAt,
 
     /** The state of the log now, from a database chosen for reads; shared by everyone asking at once. */
-    head: (): Promise<ChangesHead> => reads(readHead),
+    head: (): Promise<ChangesHead> => onReadDb(reads, readHead),
 
     verdict,
 
     /** The change entries after a position, read without a head first (the caller has read one). */
     changesAfter: (epoch: string, position: ChangesPosition, limit: number): Promise<ChangesAnswer> =>
-      reads((target) => changesPageAt(target, epoch, position, limit)),
+      onReadDb(reads, async (target) => changesPageAt(target, epoch, position, limit)),
 
     /** An answer with no changes, standing at a position read at `point`: a long-poll's when its wait is over. */
     nothingAt: (epoch: string, position: SyncPosition, point: HistoryPoint): ChangesAnswer => answer(epoch, point, EMPTY, position, false),

@@ -3,14 +3,22 @@ import type { Database } from './client.js'
 import { isUnreachable } from './driver-errors.js'
 
 /**
- * Runs a read-only query on a database chosen for reads (CONTRACT 11: a replica in turn, the
- * primary when none is configured or the chosen one fails). Writes never go through it.
+ * The database one read runs on (CONTRACT 11): a replica in turn, or the primary when none is
+ * configured or usable. A repository reads on `db` and, when that read fails, reads once more on
+ * `fallback(err)`; writes never pick a handle.
  */
-export type ReadRouter = <T>(run: (db: Database) => Promise<T>) => Promise<T>
+export interface ReadHandle {
+  readonly db: Database
+  /**
+   * The database to read again on after a read on `db` failed with `err`: the primary. Rethrows `err`
+   * when `db` is the primary already, or when `err` is an answer of the service's own.
+   */
+  fallback: (err: unknown) => Database
+}
 
-/** Every read on the primary: the router when no replica is configured. */
-export function primaryOnly (primary: Database): ReadRouter {
-  return async (run) => run(primary)
+/** Picks the database of each read. */
+export interface ReadHandles {
+  pick: () => ReadHandle
 }
 
 export interface ReadRouterOptions {
@@ -25,14 +33,25 @@ export interface ReadRouterOptions {
 
 export const REPLICA_BACKOFF_MS = 5_000
 
+function rethrow (err: unknown): never {
+  throw err
+}
+
+/** Every read on the primary: the handles when no replica is configured. */
+export function primaryOnly (primary: Database): ReadHandles {
+  const handle: ReadHandle = { db: primary, fallback: rethrow }
+  return { pick: () => handle }
+}
+
 /**
  * Round robin over the replicas. A read that fails on a replica runs again on the primary, so a
  * dead or lagging-into-conflict replica never fails a read; a replica that cannot be reached is
  * left out for `backoffMs`, so requests do not each pay for its timeout. Only a failure on the
  * primary reaches the caller.
  */
-export function createReadRouter (primary: Database, replicas: readonly Database[], options: ReadRouterOptions = {}): ReadRouter {
+export function createReadRouter (primary: Database, replicas: readonly Database[], options: ReadRouterOptions = {}): ReadHandles {
   if (replicas.length === 0) return primaryOnly(primary)
+  const onPrimary = primaryOnly(primary).pick()
   const backoffMs = options.backoffMs ?? REPLICA_BACKOFF_MS
   const now = options.now ?? Date.now
   const usable = options.usable ?? (() => true)
@@ -49,20 +68,26 @@ export function createReadRouter (primary: Database, replicas: readonly Database
     return undefined
   }
 
-  return async function read (run) {
-    const index = pickReplica()
-    const replica = index === undefined ? undefined : replicas[index]
-    if (index === undefined || replica === undefined) return run(primary)
-    try {
-      return await run(replica)
-    } catch (err) {
-      // An answer of the service's own (an invalid cursor, expensive reads full, a client gone) is the
-      // read's outcome, not a fault of the replica: the primary would only answer it again.
-      if (isPublicError(err as { code?: unknown })) throw err
-      const down = isUnreachable(err)
-      if (down) downUntil[index] = now() + backoffMs
-      options.onReplicaError?.({ replica: index, down, err })
-      return run(primary)
+  function onReplica (index: number, replica: Database): ReadHandle {
+    return {
+      db: replica,
+      fallback (err) {
+        // An answer of the service's own (an invalid cursor, expensive reads full, a client gone) is the
+        // read's outcome, not a fault of the replica: the primary would only answer it again.
+        if (isPublicError(err as { code?: unknown })) throw err
+        const down = isUnreachable(err)
+        if (down) downUntil[index] = now() + backoffMs
+        options.onReplicaError?.({ replica: index, down, err })
+        return primary
+      }
+    }
+  }
+
+  return {
+    pick () {
+      const index = pickReplica()
+      const replica = index === undefined ? undefined : replicas[index]
+      return index === undefined || replica === undefined ? onPrimary : onReplica(index, replica)
     }
   }
 }

@@ -1,4 +1,5 @@
 import type { Database } from './client.js'
+import type { Statement } from './statement.js'
 
 interface Store<K, V> {
   get: (key: K) => V | undefined
@@ -37,6 +38,12 @@ function shareBy<K, T> (running: Store<K, Promise<T>>, queued: Store<K, Promise<
 export function sharedRead<T> (read: (db: Database) => Promise<T>): (db: Database) => Promise<T> {
   const shared = shareBy<Database, T>(new WeakMap(), new WeakMap())
   return (db) => shared(db, async () => read(db))
+}
+
+/** One shared run per database of a statement that takes no parameters: its rows, as sharedRead shares them. */
+export function sharedStatement<Row> (run: Statement<Row>): (db: Database) => Promise<Row[]> {
+  const shared = shareBy<Database, Row[]>(new WeakMap(), new WeakMap())
+  return (db) => shared(db, async () => run(db, {}))
 }
 
 /**

@@ -26,6 +26,16 @@ export function entityTag (versions: string, key: string): string {
   return `W/"${digest.slice(0, 22)}"`
 }
 
+/**
+ * The tag of what a read of `key` answers at `versions` for `conditional`'s scope, and how the client's
+ * If-None-Match meets it. Decided before the body is read, so a body is never older than its tag;
+ * with 'any' (`*`), an item read answers 304 only when it has a current representation.
+ */
+export function tagFor (versions: string, key: string, conditional: Conditional): { tag: string, match: 'tag' | 'any' | false } {
+  const tag = entityTag(versions, `${key}\0${conditional.scope}`)
+  return { tag, match: ifNoneMatch(conditional.ifNoneMatch, tag) }
+}
+
 // An entity-tag of RFC 9110 8.8.3, optionally weak, in a comma-separated list.
 const LISTED_TAG = /\s*(?:W\/)?("[\x21\x23-\x7e\x80-\xff]*")\s*(?:,|$)/gy
 

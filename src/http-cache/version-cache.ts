@@ -2,15 +2,14 @@ import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import { statement, type Statement } from '../db/statement.js'
 import { versionSql } from '../db/counters.js'
-import { entityTag, ifNoneMatch, type Conditional, type Revalidated } from './entity-tag.js'
-import { sharedRead } from '../db/shared-read.js'
+import { sharedStatement } from '../db/shared-read.js'
 import { SizedLru } from '../memory/sized-lru.js'
 import { noteCacheLookup } from '../tracing/steps.js'
 
 // Collection reads are remembered with the versions of the tables they read (drizzle/0006: every
 // row any statement writes, from any client, grows its table's version). Each request reads the
 // current versions first; an entry is served only when they are unchanged, so a write is visible to
-// the next read. Version reads are shared (sharedRead), so they stay one query per round trip.
+// the next read. Version reads are shared (sharedStatement), so they stay one query per round trip.
 
 export type Versions = string
 
@@ -26,85 +25,58 @@ export type VersionReader = (db: Database) => Promise<Versions>
 
 const readers = new Map<string, VersionReader>()
 
+const versionsOf = (rows: Array<{ versions: string }>): Versions => rows[0]?.versions ?? ''
+
 /**
- * Reads the versions of `tables` on a database. One reader per set of tables, so every cache and gate
+ * Reads the versions of `tables` on a database. One reader per set of tables, so every cache and tag
  * over the same tables shares its reads (see above) and its prepared statement.
  */
 export function versionReader (tables: readonly string[]): VersionReader {
   const name = tables.join(',')
   let reader = readers.get(name)
   if (reader === undefined) {
-    const readVersions = versionsStatement(tables)
-    reader = sharedRead(async (db) => (await readVersions(db, {}))[0]?.versions ?? '')
+    const readVersions = sharedStatement(versionsStatement(tables))
+    reader = async (db) => versionsOf(await readVersions(db))
     readers.set(name, reader)
   }
   return reader
 }
 
-/**
- * Conditional reads (CONTRACT 12) of whatever `tables` hold: the tag is decided from their versions
- * and the request's key, and a client whose copy carries it gets its 304 after that one version read.
- */
-export class VersionGate {
-  readonly #versions: VersionReader
-
-  constructor (tables: readonly string[]) {
-    this.#versions = versionReader(tables)
-  }
-
-  /**
-   * `compute` gets the versions the answer is tagged with, and runs after they were read, so a body
-   * is never older than its tag. `exists` tells, for `If-None-Match: *`, whether the value is a current
-   * representation (an item that is absent or forbidden has none); without it every value is one.
-   */
-  async revalidate<T> (db: Database, key: string, conditional: Conditional, compute: (versions: Versions) => Promise<T>,
-    exists?: (value: T) => boolean): Promise<Revalidated<T>> {
-    const versions = await this.#versions(db)
-    const tag = entityTag(versions, `${key}\0${conditional.scope}`)
-    const match = ifNoneMatch(conditional.ifNoneMatch, tag)
-    if (match === 'tag' || (match === 'any' && exists === undefined)) return { tag, notModified: true }
-    const value = await compute(versions)
-    if (match === 'any' && exists?.(value) === true) return { tag, notModified: true }
-    return { tag, notModified: false, value }
-  }
-}
-
 interface Entry<T> { versions: Versions, value: T }
 
-/** Least-recently-used entries, bounded by an estimate of the bytes they hold. */
+/**
+ * Least-recently-used values, each remembered with the versions it was read at, bounded by an estimate
+ * of the bytes they hold. A repository reads the versions (`versions`), tags its answer from them
+ * (`tagFor` in ./entity-tag.ts), and only then gets or reads and sets the value.
+ */
 export class VersionedCache<T> {
   readonly #entries: SizedLru<Entry<T>>
-  readonly #sizeOf: (value: T) => number
-  readonly #gate: VersionGate
+  /** The versions of the cache's tables on a database: one shared read (versionReader). */
+  readonly versions: VersionReader
 
   /**
    * `tables`: every table whose rows the cached values show; a write to any of them retires them. A
    * value larger than an eighth of `maxBytes` is not kept, so that one cannot empty the cache.
    */
-  constructor (tables: readonly string[], maxBytes: number, sizeOf: (value: T) => number) {
-    this.#gate = new VersionGate(tables)
+  constructor (tables: readonly string[], maxBytes: number) {
+    this.versions = versionReader(tables)
     this.#entries = new SizedLru(maxBytes, maxBytes / 8)
-    this.#sizeOf = sizeOf
   }
 
-  /**
-   * The value for `key` as the database now holds it, remembered or computed and remembered, and
-   * tagged (CONTRACT 12) from the versions it is answered at and the key: when the client's copy
-   * carries the tag, nothing but the versions is read.
-   */
-  revalidate (db: Database, key: string, conditional: Conditional, compute: () => Promise<T>, exists?: (value: T) => boolean): Promise<Revalidated<T>> {
-    return this.#gate.revalidate(db, key, conditional, async (versions) => this.#lookup(key, versions, compute), exists)
-  }
-
-  async #lookup (key: string, versions: Versions, compute: () => Promise<T>): Promise<T> {
+  /** The value remembered for `key` at exactly `versions`; undefined when there is none. */
+  get (key: string, versions: Versions): T | undefined {
     const hit = this.#entries.get(key)
     const current = hit !== undefined && hit.versions === versions
     noteCacheLookup(current)
-    if (current) return hit.value
-    // Computed after the versions were read: if a write lands in between, the entry is newer than
-    // its versions say, and the next read simply computes it again.
-    const value = await compute()
-    this.#entries.set(key, { versions, value }, this.#sizeOf(value))
+    return current ? hit.value : undefined
+  }
+
+  /**
+   * Remembers `value`, read after `versions` were: if a write landed in between, the entry is newer
+   * than its versions say, and the next read simply reads it again. Returns `value`.
+   */
+  set (key: string, versions: Versions, value: T, bytes: number): T {
+    this.#entries.set(key, { versions, value }, bytes)
     return value
   }
 }

@@ -3,7 +3,7 @@ import type { Database } from '../db/client.js'
 import { inBatches } from '../db/batches.js'
 import { statement } from '../db/statement.js'
 import { IdempotencyKeyInProgressError, IdempotencyKeyReusedError } from '../errors.js'
-import type { KeyedOutcome, StoredCreated } from './write.js'
+import type { StoredCreated } from './write.js'
 
 export interface IdempotentRequest {
   subjectId: string
@@ -43,39 +43,39 @@ export interface IdempotencyOptions {
 
 /**
  * Idempotent creation (CONTRACT 12). The stored 201s live in PostgreSQL, written by the statement that
- * inserts their message; this instance also knows which keys its own requests are running under.
+ * inserts their resource (storeCreatedSql in ./write.ts); this instance also knows which keys its own
+ * requests are running under. A create under a key: `begin`, the write, `replay` when the write found
+ * the key taken, and `end` whatever happened.
  */
 export function createIdempotencyRepository (db: Database, options: IdempotencyOptions) {
   const running = new Set<string>()
-
-  async function stored (subjectId: string, key: string) {
-    const [row] = await find(db, { subjectId, key, ttlHours: options.ttlHours })
-    return row ?? null
-  }
+  const flightOf = (request: IdempotentRequest): string => JSON.stringify([request.subjectId, request.key])
 
   return {
     /**
-     * Runs `create` for the first request under (subject, key) and answers every later one with the
-     * 201 it stored: the same bytes, if the body is the same JSON value; 422 if not. A second request
-     * while the first runs here gets 409. One that raced a request on another instance finds the
-     * key taken once that request committed, and is answered from what it stored.
+     * Marks (subject, key) as running here until `end`: a second request under it meanwhile gets 409.
+     * One that races a request on another instance finds the key taken once that request committed.
      */
-    async once (request: IdempotentRequest, create: () => Promise<Exclude<KeyedOutcome, null>>): Promise<IdempotentResponse> {
-      const flight = JSON.stringify([request.subjectId, request.key])
+    begin (request: IdempotentRequest): void {
+      const flight = flightOf(request)
       if (running.has(flight)) throw new IdempotencyKeyInProgressError()
       running.add(flight)
-      try {
-        // The write is tried first: a first request, the common case, costs the one grouped statement.
-        const outcome = await create()
-        if (outcome !== 'taken') return { ...outcome.created, replayed: false }
-        const previous = await stored(request.subjectId, request.key)
-        // Held a moment ago but gone now (aged out and pruned in between): the client may simply retry.
-        if (previous === null) throw new IdempotencyKeyInProgressError()
-        if (previous.fingerprint !== request.fingerprint) throw new IdempotencyKeyReusedError()
-        return { status: previous.status, location: previous.location, body: previous.body, replayed: true }
-      } finally {
-        running.delete(flight)
-      }
+    },
+
+    end (request: IdempotentRequest): void {
+      running.delete(flightOf(request))
+    },
+
+    /**
+     * The answer to a request whose write found its key held by a committed request: that request's
+     * 201, the same bytes, if the body is the same JSON value; 422 if not.
+     */
+    async replay (request: IdempotentRequest): Promise<IdempotentResponse> {
+      const [previous] = await find(db, { subjectId: request.subjectId, key: request.key, ttlHours: options.ttlHours })
+      // Held a moment ago but gone now (aged out and pruned in between): the client may simply retry.
+      if (previous === undefined) throw new IdempotencyKeyInProgressError()
+      if (previous.fingerprint !== request.fingerprint) throw new IdempotencyKeyReusedError()
+      return { status: previous.status, location: previous.location, body: previous.body, replayed: true }
     },
 
     /** Deletes keys older than the TTL, batch by batch (each its own short transaction); returns how many went. */

@@ -1,17 +1,14 @@
 import { sql } from 'drizzle-orm'
 import { MESSAGE_CHANGE_LOG } from '../db/change-log.js'
-import type { Database } from '../db/client.js'
-import type { Asker } from '../db/heavy-reads.js'
 import { PRIORITY_VALUES } from '../db/schema.js'
 import { createCollectionReader } from '../pages/reader.js'
-import { toPage, type Page } from '../pages/page.js'
-import type { PageRequest, PageResult } from '../pages/request.js'
-import { hashKey, placeholder, plainKey, type CollectionSpec, type FilterValues } from '../pages/spec.js'
-import type { Message, MessageFilters, MessageSort } from '../schemas/messages.js'
+import { hashKey, placeholder, plainKey, type CollectionSpec } from '../pages/spec.js'
+import type { MessageFilters, MessageSort } from '../schemas/messages.js'
 import { termMatches } from '../search/match.js'
-import { MESSAGE_COLUMNS, MESSAGE_SOURCE, toMessage, type MessageRow } from './row.js'
+import { MESSAGE_COLUMNS, MESSAGE_SOURCE, type MessageRow } from './row.js'
 
-// The messages as a collection (src/pages/): their sorts, filters and counters, read by the shared reader.
+// The messages as a collection (src/pages/): their sorts, filters and counters, and the reader built on
+// them. The repository (./repository.ts) and search (./search.ts) read pages through `messageReader`.
 
 export type FilterName = keyof MessageFilters
 // The search term as a filter: the seek of a search page by cursor.
@@ -43,16 +40,3 @@ export const MESSAGE_COLLECTION: CollectionSpec<MessageSort, ReaderFilter> = {
 }
 
 export const messageReader = createCollectionReader<MessageSort, ReaderFilter, MessageRow>(MESSAGE_COLLECTION)
-
-/** A page of the list, with its cursors, for `asker`. */
-export async function readMessagePage (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>, asker: Asker): Promise<Page<Message>> {
-  return toPage(await readMessages(target, filters, page, asker), page)
-}
-
-/** The rows of a page, from the shared reader. */
-async function readMessages (target: Database, filters: MessageFilters, page: PageRequest<MessageSort>, asker: Asker): Promise<PageResult<Message>> {
-  // With a priority filter, every row has the same priority: the order is by id alone.
-  if (page.sort === 'priority' && filters.priority !== undefined) page = { ...page, sort: 'id', order: 'asc' }
-  const { rows, ...rest } = await messageReader.read(target, filters as FilterValues<ReaderFilter>, page, asker)
-  return { rows: rows.map(toMessage), ...rest }
-}

@@ -3,7 +3,7 @@ import type { Database } from '../db/client.js'
 import { statement } from '../db/statement.js'
 import { isoTimestamp } from '../pages/spec.js'
 import { MESSAGES_PATH, messageJsonSql, toMessage, type MessageRow } from './row.js'
-import type { IdempotentWrite, KeyedOutcome } from '../idempotency/write.js'
+import { storeCreatedSql, type IdempotentWrite, type KeyedOutcome } from '../idempotency/write.js'
 import { groupWritten } from './write-groups.js'
 import type { Message, NewMessage } from '../schemas/messages.js'
 
@@ -56,11 +56,9 @@ const insertGroup = statement<WrittenRow>('messages_insert', sql`
 type KeyedRow = MessageRow & { ord: number, written: boolean, body: string | null, location: string | null }
 
 // A group in which some creates carry an Idempotency-Key. Ids are drawn first, so each key's 201
-// (body and Location) is rendered and stored by the same statement that inserts its message: both
-// are committed together or not at all. A key already held by a live row (another request committed
-// it; a concurrent one is waited for by ON CONFLICT) inserts nothing and its message is not written;
-// a row older than the TTL counts as absent and is taken over. Keys are inserted in key order, so
-// two groups holding the same keys lock them in the same order.
+// (body and Location) is rendered and stored (src/idempotency/write.ts) by the same statement that
+// inserts its message: both are committed together or not at all. A create whose key is already held
+// stores nothing, and its message is not written.
 const insertKeyedGroup = statement<KeyedRow>('messages_insert_keyed', sql`
   WITH input AS (
     SELECT * FROM unnest(${sql.placeholder('subjectIds')}::text[], ${sql.placeholder('contents')}::text[],
@@ -72,13 +70,12 @@ const insertKeyedGroup = statement<KeyedRow>('messages_insert_keyed', sql`
       i.priority::message_priority AS priority, i.key, i.fingerprint, u.id AS author_id, u.name AS author_name, now() AS created_at
     FROM input i JOIN users u ON u.subject_id = i.subject_id),
   stored AS (
-    INSERT INTO idempotency_keys AS k (subject_id, key, fingerprint, status, location, body, message_id, created_at)
-    SELECT p.subject_id, p.key, p.fingerprint, 201, ${sql.raw(`'${MESSAGES_PATH}/'`)} || p.id::text, ${messageJsonSql('p')}, p.id, p.created_at
-    FROM prepared p WHERE p.key IS NOT NULL ORDER BY p.subject_id, p.key
-    ON CONFLICT (subject_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, status = excluded.status,
-      location = excluded.location, body = excluded.body, message_id = excluded.message_id, created_at = excluded.created_at
-      WHERE k.created_at <= now() - ${sql.placeholder('ttlHours')}::float8 * interval '1 hour'
-    RETURNING k.message_id, k.body, k.location),
+    ${storeCreatedSql({
+      from: sql`prepared p`,
+      location: sql.raw(`'${MESSAGES_PATH}/' || p.id::text`),
+      body: messageJsonSql('p'),
+      ttlHours: sql`${sql.placeholder('ttlHours')}`
+    })}),
   inserted AS (
     INSERT INTO messages (id, content, subject, priority, author_id, created_at) OVERRIDING SYSTEM VALUE
     SELECT p.id, p.content, p.subject, p.priority, p.author_id, p.created_at FROM prepared p

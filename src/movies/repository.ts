@@ -1,10 +1,11 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
 import type { Asker } from '../db/heavy-reads.js'
-import type { ReadRouter } from '../db/read-router.js'
+import { primaryOnly, type ReadHandles } from '../db/read-router.js'
 import { retrieveFailure } from '../errors.js'
-import type { Conditional, Revalidated } from '../http-cache/entity-tag.js'
+import { tagFor, type Conditional, type Revalidated } from '../http-cache/entity-tag.js'
 import { pageRequest, toPage, type Page } from '../pages/page.js'
+import type { PageRequest } from '../pages/request.js'
 import { MOVIE_PAGE_BYTES, movieBytes, pageBytes } from '../memory/budget.js'
 import { VersionedCache } from '../http-cache/version-cache.js'
 import { createCollectionReader } from '../pages/reader.js'
@@ -39,16 +40,38 @@ const reader = createCollectionReader<MovieSort, keyof MovieFilters, Movie>({
 const pageSize = (page: Page<Movie>) => pageBytes(page, movieBytes)
 const failedRetrieving = retrieveFailure('movies')
 
-export function createMoviesRepository (db: Database, reads: ReadRouter = async (run) => run(db)) {
-  const pages = new VersionedCache<Page<Movie>>(['movies'], MOVIE_PAGE_BYTES, pageSize)
+export function createMoviesRepository (db: Database, reads: ReadHandles = primaryOnly(db)) {
+  const pages = new VersionedCache<Page<Movie>>(['movies'], MOVIE_PAGE_BYTES)
+
+  // The versions first, so a body is never older than its tag; then the remembered page or the read.
+  async function listOn (target: Database, key: string, filters: MovieFilters, page: PageRequest<MovieSort>, conditional: Conditional, asker: Asker): Promise<Revalidated<Page<Movie>>> {
+    const versions = await pages.versions(target)
+    const { tag, match } = tagFor(versions, key, conditional)
+    if (match !== false) return { tag, notModified: true }
+    let value = pages.get(key, versions)
+    if (value === undefined) {
+      value = toPage(await reader.read(target, filters, page, asker), page)
+      pages.set(key, versions, value, pageSize(value))
+    }
+    return { tag, notModified: false, value }
+  }
+
   return {
     /** GET /v2/movies: the page the query asks for, or 304 when the client's copy is current; a walk is a heavy read for `asker`. */
     async listPage (query: MovieListQuery, conditional: Conditional, asker: Asker): Promise<Revalidated<Page<Movie>>> {
       const page = pageRequest('movies', query, MOVIE_SORT_FIELDS)
       const filters: MovieFilters = { genre: query.genre, year: query.year, minRating: query.minRating }
       const key = JSON.stringify([filters.genre, filters.year, filters.minRating, page])
-      return await reads((target) => pages.revalidate(target, key, conditional, async () => toPage(await reader.read(target, filters, page, asker), page)))
-        .catch(failedRetrieving)
+      try {
+        const on = reads.pick()
+        try {
+          return await listOn(on.db, key, filters, page, conditional, asker)
+        } catch (err) {
+          return await listOn(on.fallback(err), key, filters, page, conditional, asker)
+        }
+      } catch (err) {
+        return failedRetrieving(err)
+      }
     }
   }
 }

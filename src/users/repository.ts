@@ -1,12 +1,14 @@
 import { eq, sql } from 'drizzle-orm'
+import type { FetchUserinfo } from '../auth/userinfo.js'
 import type { Database } from '../db/client.js'
 import type { Asker } from '../db/heavy-reads.js'
 import { users, type ROLE_VALUES, type UserRow } from '../db/schema.js'
-import type { ReadRouter } from '../db/read-router.js'
-import { found, type Conditional, type Revalidated } from '../http-cache/entity-tag.js'
+import { primaryOnly, type ReadHandles } from '../db/read-router.js'
+import { found, tagFor, type Conditional, type Revalidated } from '../http-cache/entity-tag.js'
 import { pageRequest, toPage, type Page } from '../pages/page.js'
+import type { PageRequest } from '../pages/request.js'
 import { USER_PAGE_BYTES, pageBytes, userBytes } from '../memory/budget.js'
-import { VersionedCache, VersionGate } from '../http-cache/version-cache.js'
+import { VersionedCache, versionReader } from '../http-cache/version-cache.js'
 import { createCollectionReader } from '../pages/reader.js'
 import { USER_SORT_FIELDS, type LocalUser, type UserListQuery, type UserSort } from '../schemas/users.js'
 import { retrieveFailure } from '../errors.js'
@@ -54,12 +56,16 @@ const fromItemRow = (row: UserItemRow): LocalUser => ({
 })
 
 const pageSize = (page: Page<LocalUser>) => pageBytes(page, userBytes)
-const exists = (user: LocalUser | null) => user !== null
 const failedRetrieving = retrieveFailure('users')
 
-export function createUsersRepository (db: Database, reads: ReadRouter = async (run) => run(db)) {
-  const pages = new VersionedCache<Page<LocalUser>>(['users'], USER_PAGE_BYTES, pageSize)
-  const gate = new VersionGate(['users'])
+export interface UsersRepositoryOptions {
+  /** The identity provider's userinfo (src/auth/userinfo.ts); without it a caller's claims are its profile. */
+  fetchUserinfo?: FetchUserinfo
+}
+
+export function createUsersRepository (db: Database, reads: ReadHandles = primaryOnly(db), options: UsersRepositoryOptions = {}) {
+  const pages = new VersionedCache<Page<LocalUser>>(['users'], USER_PAGE_BYTES)
+  const userVersions = versionReader(['users'])
 
   async function findById (id: number): Promise<LocalUser | null> {
     const [row] = await db.select().from(users).where(eq(users.id, id))
@@ -83,7 +89,33 @@ export function createUsersRepository (db: Database, reads: ReadRouter = async (
     return toUser(row)
   }
 
-  const localUser = createLocalUserResolver({ findBySubject, upsert })
+  const localUser = createLocalUserResolver({ findBySubject, upsert }, options.fetchUserinfo)
+
+  /**
+   * A single user as the caller sees it, tagged with the users table's version and the caller (CONTRACT 12):
+   * nothing else is read, and no one is provisioned, when the client's copy is current. `*` matches a user
+   * the caller may see, never a 404.
+   */
+  async function oneUser (key: string, conditional: Conditional, read: () => Promise<LocalUser | null>): Promise<Revalidated<LocalUser>> {
+    const { tag, match } = tagFor(await userVersions(db), key, conditional)
+    if (match === 'tag') return { tag, notModified: true }
+    const value = await read()
+    if (match === 'any' && value !== null) return { tag, notModified: true }
+    return found({ tag, notModified: false, value }, 'User')
+  }
+
+  async function listOn (target: Database, key: string, query: UserListQuery, page: PageRequest<UserSort>, conditional: Conditional, asker: Asker): Promise<Revalidated<Page<LocalUser>>> {
+    const versions = await pages.versions(target)
+    const { tag, match } = tagFor(versions, key, conditional)
+    if (match !== false) return { tag, notModified: true }
+    let value = pages.get(key, versions)
+    if (value === undefined) {
+      const { rows, ...rest } = await reader.read(target, { role: query.role }, page, asker)
+      value = toPage({ rows: rows.map(fromItemRow), ...rest }, page)
+      pages.set(key, versions, value, pageSize(value))
+    }
+    return { tag, notModified: false, value }
+  }
 
   return {
     findById,
@@ -92,27 +124,30 @@ export function createUsersRepository (db: Database, reads: ReadRouter = async (
     /** SPEC 5.5: the caller's local user, provisioned from userinfo on first use. */
     localUser,
 
-    /**
-     * GET /v2/users/me: the caller's local user (created on first call), tagged with the users table's
-     * version and the caller (CONTRACT 12); nothing is read or provisioned when the client's copy is current.
-     */
+    /** GET /v2/users/me: the caller's local user (created on first call). */
     async me (caller: Caller, conditional: Conditional): Promise<Revalidated<LocalUser>> {
-      return found(await gate.revalidate(db, 'me', conditional, async () => await localUser(caller), exists), 'User')
+      return await oneUser('me', conditional, async () => await localUser(caller))
     },
 
     /** GET /v2/users/{id}: the caller, or anyone for Admin or higher; 403 below Admin for another id, whether or not it exists. */
     async visible (caller: Caller, id: number, conditional: Conditional): Promise<Revalidated<LocalUser>> {
-      return found(await gate.revalidate(db, `user:${id}`, conditional, async () => await visibleUser({ findById }, await localUser(caller), caller.role, id), exists), 'User')
+      return await oneUser(`user:${id}`, conditional, async () => await visibleUser({ findById }, await localUser(caller), caller.role, id))
     },
 
     /** GET /v2/users: the page the query asks for, or 304 when the client's copy is current; a walk is a heavy read for `asker`. */
     async listPage (query: UserListQuery, conditional: Conditional, asker: Asker): Promise<Revalidated<Page<LocalUser>>> {
       const page = pageRequest('users', query, USER_SORT_FIELDS)
       const key = JSON.stringify([query.role, page])
-      return await reads((target) => pages.revalidate(target, key, conditional, async () => {
-        const { rows, ...rest } = await reader.read(target, { role: query.role }, page, asker)
-        return toPage({ rows: rows.map(fromItemRow), ...rest }, page)
-      })).catch(failedRetrieving)
+      try {
+        const on = reads.pick()
+        try {
+          return await listOn(on.db, key, query, page, conditional, asker)
+        } catch (err) {
+          return await listOn(on.fallback(err), key, query, page, conditional, asker)
+        }
+      } catch (err) {
+        return failedRetrieving(err)
+      }
     }
   }
 }

@@ -4,7 +4,7 @@ import t, { type Test } from 'tap'
 import { ConfigError, loadConfig } from '../../src/config.js'
 import { createDb, createReplica, type Database } from '../../src/db/client.js'
 import { isUnreachable } from '../../src/db/driver-errors.js'
-import { createReadRouter, primaryOnly } from '../../src/db/read-router.js'
+import { createReadRouter, primaryOnly, type ReadHandles } from '../../src/db/read-router.js'
 import { HeavyReadsFullError } from '../../src/errors.js'
 
 // The router on real databases: embedded PGlite instances stand for a primary and its replicas
@@ -39,6 +39,18 @@ async function refusingReplica (t: Test): Promise<Database> {
   return replica.db
 }
 
+/** A read as a repository makes one: on the handle picked, and once more on its fallback when it fails. */
+function router (handles: ReadHandles) {
+  return async <T>(read: (db: Database) => Promise<T>): Promise<T> => {
+    const on = handles.pick()
+    try {
+      return await read(on.db)
+    } catch (err) {
+      return await read(on.fallback(err))
+    }
+  }
+}
+
 // Started once: each embedded database takes a moment to start.
 const primary = await tagged(t, 'primary')
 const a = await tagged(t, 'a')
@@ -47,12 +59,12 @@ await primary.execute(sql`create table only_here (n int)`)
 await primary.execute(sql`insert into only_here values (7)`)
 
 t.test('without replicas every read runs on the primary', async (t) => {
-  t.equal(await primaryOnly(primary)(whoami), 'primary')
-  t.equal(await createReadRouter(primary, [])(whoami), 'primary')
+  t.equal(await router(primaryOnly(primary))(whoami), 'primary')
+  t.equal(await router(createReadRouter(primary, []))(whoami), 'primary')
 })
 
 t.test('replicas are read in turn', async (t) => {
-  const read = createReadRouter(primary, [a, b])
+  const read = router(createReadRouter(primary, [a, b]))
   const served: string[] = []
   for (let i = 0; i < 5; i++) served.push(await read(whoami))
   t.same(served, ['a', 'b', 'a', 'b', 'a'])
@@ -62,11 +74,11 @@ t.test('a replica that refuses connections is skipped for the back-off, then tri
   let clock = 1_000_000
   const events: Array<{ replica: number, down: boolean }> = []
   const dead = await refusingReplica(t)
-  const read = createReadRouter(primary, [dead, b], {
+  const read = router(createReadRouter(primary, [dead, b], {
     backoffMs: 5_000,
     now: () => clock,
     onReplicaError: ({ replica, down }) => events.push({ replica, down })
-  })
+  }))
   let deadTried = 0
   const traced = async (db: Database) => {
     if (db === dead) deadTried++
@@ -88,7 +100,7 @@ t.test('a replica that refuses connections is skipped for the back-off, then tri
 t.test('with every replica down, reads go to the primary without trying them', async (t) => {
   const dead = await refusingReplica(t)
   let deadTried = 0
-  const read = createReadRouter(primary, [dead])
+  const read = router(createReadRouter(primary, [dead]))
   const traced = async (db: Database) => {
     if (db === dead) deadTried++
     return whoami(db)
@@ -100,7 +112,7 @@ t.test('with every replica down, reads go to the primary without trying them', a
 t.test('a query error on a replica is read again on the primary, without marking the replica down', async (t) => {
   const events: Array<{ replica: number, down: boolean }> = []
   // The replica lacks a table the primary has, as a replica that lags behind a migration would.
-  const read = createReadRouter(primary, [a], { onReplicaError: ({ replica, down }) => events.push({ replica, down }) })
+  const read = router(createReadRouter(primary, [a], { onReplicaError: ({ replica, down }) => events.push({ replica, down }) }))
   const count = async (db: Database) => {
     const { rows } = await db.execute(sql`select n from only_here`) as unknown as { rows: Array<{ n: number }> }
     return rows[0]?.n
@@ -111,7 +123,7 @@ t.test('a query error on a replica is read again on the primary, without marking
 })
 
 t.test('a failure on the primary reaches the caller', async (t) => {
-  const read = createReadRouter(primary, [await refusingReplica(t)])
+  const read = router(createReadRouter(primary, [await refusingReplica(t)]))
   await t.rejects(read(async (db) => db.execute(sql`select * from no_such_table`)))
 })
 
@@ -145,7 +157,7 @@ t.test('DATABASE_READ_URLS (CONTRACT 11)', async (t) => {
 
 t.test('an answer of the service\'s own on a replica is the read\'s outcome: no fallback to the primary', async (t) => {
   const events: unknown[] = []
-  const read = createReadRouter(primary, [a], { onReplicaError: (event) => events.push(event) })
+  const read = router(createReadRouter(primary, [a], { onReplicaError: (event) => events.push(event) }))
   const ran: string[] = []
   const outcome = await read(async (db) => {
     ran.push(await whoami(db))

@@ -27,12 +27,14 @@ export async function createMessages (
 ): Promise<Message[]> {
   const author = await app.usersRepository.findById(authorId)
   if (author === null) throw new Error(`no user ${authorId}`)
+  // The author exists: nothing is provisioned.
+  const caller = { sub: author.subjectId, role: author.role }
   const created: Message[] = []
   for (let i = 0; i < n; i++) {
     const over = typeof overrides === 'function' ? overrides(i) : overrides
-    const message = await app.messagesRepository.create(author.subjectId, { content: `message ${i + 1}`, ...over })
-    if (message === null) throw new Error(`no user ${authorId}`)
-    created.push(message)
+    const { body } = await app.messagesRepository.create(caller, { content: `message ${i + 1}`, ...over })
+    if (typeof body === 'string') throw new Error('a create without a key answers its message')
+    created.push(body)
   }
   return created
 }

@@ -2,6 +2,7 @@ import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import Fastify from 'fastify'
 import t from 'tap'
 import { chooseEncoding, compress, createRepresentation, type Compress } from '../../src/http-cache/representation.js'
+import representationPlugin from '../../plugins/representation.js'
 import { build } from '../helpers/build.js'
 import { createAuthor, createMessages } from '../helpers/fixtures.js'
 
@@ -116,6 +117,39 @@ t.test('a payload served again is serialized once and compressed once per encodi
   const other = await app.inject({ url: '/page', headers: { 'accept-encoding': 'gzip' } })
   t.equal(other.statusCode, 200)
   t.same(calls, ['br', 'gzip', 'gzip'], 'a new page, compressed once more')
+})
+
+t.test('reply.represent: each route serializes a payload once, with its own schema, and compresses it once per encoding', async (t) => {
+  const calls: string[] = []
+  const counting: Compress = (body, encoding) => {
+    calls.push(encoding)
+    return compress(body, encoding)
+  }
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(representationPlugin, { compress: counting })
+  const page = { data: Array.from({ length: 40 }, (_, i) => ({ id: i, text: `item ${i} `.repeat(5), hidden: 'not in the schema' })) }
+  const item = { type: 'object', properties: { id: { type: 'number' }, text: { type: 'string' } } }
+  const full = { type: 'object', properties: { data: { type: 'array', items: { type: 'object', properties: { ...item.properties, hidden: { type: 'string' } } } } } }
+  const short = { type: 'object', properties: { data: { type: 'array', items: item } } }
+  app.get('/full', { config: { representation: { cacheControl: 'no-cache' } }, schema: { response: { 200: full } } }, async (_request, reply) =>
+    await reply.represent({ tag: 'W/"1"', notModified: false, value: page }))
+  app.get('/short', { config: { representation: { cacheControl: 'private, no-cache' } }, schema: { response: { 200: short } } }, async (_request, reply) =>
+    await reply.represent({ tag: 'W/"1"', notModified: false, value: page }))
+  app.get('/bare', async (_request, reply) => await reply.represent({ tag: 'W/"1"', notModified: true }))
+  const bodies: Record<string, string> = {}
+  for (let round = 0; round < 2; round++) {
+    for (const url of ['/full', '/short']) {
+      const res = await app.inject({ url, headers: { 'accept-encoding': 'gzip' } })
+      t.same([res.statusCode, res.headers.etag, res.headers['content-encoding']], [200, 'W/"1"', 'gzip'])
+      bodies[url] = gunzipSync(res.rawPayload).toString()
+    }
+  }
+  t.ok(bodies['/full']!.includes('hidden') && !bodies['/short']!.includes('hidden'), 'each route\'s own response schema')
+  t.same(calls, ['gzip', 'gzip'], 'one compression per route and encoding for four answers')
+  const notModified = await app.inject({ url: '/full', headers: { 'if-none-match': 'W/"1"' } })
+  t.equal(notModified.statusCode, 200, 'the tag of a read is the repository\'s to decide, not the decorator\'s')
+  t.equal((await app.inject({ url: '/bare' })).statusCode, 500, 'a route that declares no representation cannot send one')
 })
 
 t.test('large bodies compress off the event loop with the same result', async (t) => {

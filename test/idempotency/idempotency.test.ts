@@ -10,6 +10,7 @@ import type { App } from '../../src/app.js'
 import { canonicalJson, parseIdempotencyKey, requestFingerprint } from '../../src/idempotency/key.js'
 import { createIdempotencyRepository } from '../../src/idempotency/repository.js'
 import { createMessagesRepository } from '../../src/messages/repository.js'
+import { primaryOnly } from '../../src/db/read-router.js'
 import { build } from '../helpers/build.js'
 import { createAuthor, queryRows } from '../helpers/fixtures.js'
 import { startTestIdp } from '../helpers/idp.js'
@@ -243,21 +244,17 @@ t.test('while the first request runs: 409 with Retry-After: 1; a 5xx is not stor
 t.test('several instances on one database: a concurrent duplicate never writes a second message', async (t) => {
   const app = await build(t, { testAuth: true })
   await createAuthor(app, 'multi', { name: 'Multi' })
-  // Each pair is what one more instance holds: its own grouped writer and its own running keys.
-  const instances = Array.from({ length: 4 }, () => ({
-    messages: createMessagesRepository(app.db),
+  // Each is what one more instance holds: its own grouped writer and its own running keys.
+  const instances = Array.from({ length: 4 }, () => createMessagesRepository(app.db, primaryOnly(app.db), {
+    localUser: async () => { throw new Error('the author exists') },
     idempotency: createIdempotencyRepository(app.db, { ttlHours: 24 })
   }))
+  const caller = { sub: 'multi', role: 'User' }
   const input = { content: 'across instances' }
-  const idempotent = { key: 'shared', fingerprint: requestFingerprint(input) }
   const outcomes = await Promise.all(Array.from({ length: 40 }, async (_, i) => {
     const instance = instances[i % instances.length]!
     try {
-      return await instance.idempotency.once({ subjectId: 'multi', ...idempotent }, async () => {
-        const outcome = await instance.messages.createKeyed('multi', input, idempotent)
-        if (outcome === null) throw new Error('the author exists')
-        return outcome
-      })
+      return await instance.create(caller, input, 'shared')
     } catch (err) {
       return { error: (err as { statusCode?: number }).statusCode }
     }
