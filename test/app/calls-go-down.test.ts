@@ -4,7 +4,7 @@ import { join, relative } from 'node:path'
 import t from 'tap'
 import ts from 'typescript'
 
-// Per request, each folder is entered once, going down (docs/architecture-walk.md). Imports already
+// Per request, each folder is entered once, going down (docs/architecture.md, "One request, route to database"). Imports already
 // point down (.dependency-cruiser.cjs), but a lower module can still call a higher one through a function
 // it is handed: the read router that ran a repository's closure, the version cache that ran its compute,
 // the idempotency wrapper that ran the route's create. An import graph cannot see that, so this test reads
