@@ -28,14 +28,15 @@ const originOf = (chunk: AnchorChunk): AnchorOrigin | undefined =>
   chunk.epoch === null ? undefined : { snapshot: chunk.snap, top: chunk.top, epoch: chunk.epoch }
 
 // Rows an anchor-reading statement walks: a multiple of STRIDE, so that each chunk ends on an anchor,
-// and short (70 ms on 10,000,000 rows at rest) so that a chunk stays far inside the statement timeout
-// on a busy database too.
+// and short so that a chunk stays far inside the statement timeout on a busy database too
+// (docs/performance.md#anchors-of-deep-pages).
 const ANCHOR_CHUNK = STRIDE * 256
 
 // How long a deep page with no rank to fall back on (OFFSET would walk to it) waits for the next part
 // of the anchors of its result set being read, rather than walking. It waits as long as the parts keep
-// coming: on 10,000,000 rows an OFFSET walk by subject ran into the statement timeout, and pages that
-// gave up after 5 s walked while the anchors that would have served them were still being read.
+// coming: on a large table an OFFSET walk of an unlocated sort runs into the statement timeout, and
+// pages that gave up after one such wait walked while the anchors that would have served them were
+// still being read (docs/performance.md#anchors-of-deep-pages).
 const ANCHOR_WAIT_MS = 5000
 
 /**
@@ -81,7 +82,8 @@ export class AnchorReader<S extends string, F extends string, Row extends object
     try {
       anchors = await heavyRead(db, BACKGROUND, async () => await db.transaction(async (tx) => {
         // Without JIT: the estimates of a chunk's group walk (a descending sort by subject) priced it
-        // past jit_optimize_above_cost, and compiling took 0.4-0.5 s of a chunk that runs in 0.06 s.
+        // past jit_optimize_above_cost, and compiling took several times as long as running the chunk
+        // (docs/performance.md#anchors-of-deep-pages).
         await tx.execute(sql`select set_config('jit', 'off', true)`)
         return await this.#readChunks(tx, sort, order, present, params, publish)
       }, { isolationLevel: 'repeatable read', accessMode: 'read only' }))
