@@ -31,6 +31,7 @@ import moviesRoutes from '../routes/movies/index.js'
 import usersRoutes from '../routes/users/index.js'
 import weatherRoutes from '../routes/weather/index.js'
 import type { AppConfig } from './config.js'
+import { turnOffPageStrategies } from './pages/strategies/switches.js'
 import { wellFormedUrl } from './http/well-formed-url.js'
 import { stdoutLines } from './logging/log-stream.js'
 import { traceIdsMixin } from './tracing/log-ids.js'
@@ -193,6 +194,8 @@ function serverOptions (config: AppConfig, options: BuildOptions, errorHandler: 
 }
 
 export async function buildApp (config: AppConfig, options: BuildOptions = {}): Promise<App> {
+  // Empty unless a bench sitting leaves some out: the page readers are built before any config is read.
+  turnOffPageStrategies(config.pageStrategiesOff)
   const errorHandler = createErrorHandler(config.development)
   const app = Fastify(serverOptions(config, options, errorHandler)).withTypeProvider<TypeBoxTypeProvider>()
   // First, so every route and hook is seen; imported only when on, so tracing off loads no SDK.

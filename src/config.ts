@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { isIP } from 'node:net'
 import { splitUrls } from './db/failover/hosts.js'
+import { parseStrategiesOff, SWITCHABLE_STRATEGIES, type SwitchableStrategy } from './pages/strategies/switches.js'
 import { OTEL_ENV, OTEL_MESSAGES, tracingSettings, type TracingConfig } from './tracing/settings.js'
 
 export const DEV_IDP_URL = 'http://localhost:3002'
@@ -42,7 +43,9 @@ export const EnvSchema = Type.Object({
   // Below the 75 s idle timeouts of Node (CONNECTION_TIMEOUT_MS) and deploy/haproxy.cfg, so a quiet stream is never closed as idle.
   LIVE_HEARTBEAT_S: Type.Integer({ minimum: 1, maximum: 60, default: 15 }),
   LIVE_STALL_S: Type.Integer({ minimum: 1, maximum: 3600, default: 60 }),
-  LIVE_WATCH_MS: Type.Integer({ minimum: 1, maximum: 10000, default: 5 })
+  LIVE_WATCH_MS: Type.Integer({ minimum: 1, maximum: 10000, default: 5 }),
+  // For a bench sitting only: the ways of reading a page to leave out (src/pages/README.md).
+  PAGE_STRATEGIES_OFF: Type.Optional(Type.String())
 })
 
 type Env = Static<typeof EnvSchema>
@@ -103,6 +106,8 @@ export interface AppConfig {
   liveStallS: number
   /** How often the instance's watcher reads the head of the change log while clients wait. */
   liveWatchMs: number
+  /** Ways of reading a page left out, for a bench sitting (src/pages/README.md); empty: every one is on. */
+  pageStrategiesOff: SwitchableStrategy[]
 }
 
 export class ConfigError extends Error {
@@ -136,7 +141,8 @@ const MESSAGES: Record<string, string> = {
   LIVE_MAX_BUFFER_BYTES: 'must be an integer of at least 1024 (bytes)',
   LIVE_HEARTBEAT_S: 'must be an integer from 1 to 60 (seconds), below the 75 s idle timeouts',
   LIVE_STALL_S: 'must be an integer from 1 to 3600 (seconds)',
-  LIVE_WATCH_MS: 'must be an integer from 1 to 10000 (milliseconds)'
+  LIVE_WATCH_MS: 'must be an integer from 1 to 10000 (milliseconds)',
+  PAGE_STRATEGIES_OFF: `must be a comma-separated list of ${SWITCHABLE_STRATEGIES.join(', ')}`
 }
 
 // An address, an address/prefix, or one of proxy-addr's names for the private ranges.
@@ -214,6 +220,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (databaseReadUrls.length > 0 && !/^postgres(ql)?:\/\//.test(e.DATABASE_URL ?? '')) {
     throw new ConfigError('DATABASE_READ_URLS needs DATABASE_URL to be a postgres:// URL (replicas follow a PostgreSQL primary)')
   }
+  const pageStrategiesOff = parseStrategiesOff(e.PAGE_STRATEGIES_OFF)
+  if (!Array.isArray(pageStrategiesOff)) throw invalid('PAGE_STRATEGIES_OFF', raw)
   const production = e.NODE_ENV === 'production'
   if (production && e.AUTH_ISSUER === undefined) {
     throw new ConfigError('AUTH_ISSUER must be set when NODE_ENV=production (the local development identity provider never runs in production)')
@@ -250,6 +258,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): AppConfig {
     liveMaxBufferBytes: e.LIVE_MAX_BUFFER_BYTES,
     liveHeartbeatS: e.LIVE_HEARTBEAT_S,
     liveStallS: e.LIVE_STALL_S,
-    liveWatchMs: e.LIVE_WATCH_MS
+    liveWatchMs: e.LIVE_WATCH_MS,
+    pageStrategiesOff
   })
 }

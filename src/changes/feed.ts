@@ -67,7 +67,8 @@ export type HeadVerdict = { kind: 'expired' } | { kind: 'read' } | { kind: 'none
 
 // The state every answer is checked against and positioned by: the snapshot's xmin, the epoch and
 // the pruned horizon. Scalar subqueries, so the planner knows it is one row: as a scan of sync_state,
-// never analyzed, it expected 1,810 and priced pages so high that JIT compiled each (250 ms a page).
+// never analyzed, it expected many rows and priced pages so high that JIT compiled each
+// (docs/performance.md#delta-sync-pages).
 const STATE = sql`SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, ${LOG_EPOCH} AS epoch, ${LOG_HORIZON} AS horizon,
   ${TIMELINE_SQL} AS tli, ${POSITION_SQL}::text AS lsn`
 const STATE_JSON = sql`'xmin', s.xmin::text, 'epoch', s.epoch::text, 'horizon', s.horizon::text, 'tli', s.tli, 'lsn', s.lsn`
@@ -76,9 +77,9 @@ const STATE_JSON = sql`'xmin', s.xmin::text, 'epoch', s.epoch::text, 'horizon', 
 // GET /v2/messages/{id} (messageJsonSql, which also renders stored 201s), and read as bytes
 // (rawStatement): the service joins them with commas and never decodes them. The database has a core
 // of its own while the event loop serves pages. Rendering 1,000 rows in JavaScript made the event loop
-// the bottleneck of an initial copy (12 ms a page); one text per page made the database aggregate
-// (string_agg cost 2 us an entry, 7.3 ms a page in all against 5.4 ms for rows) and the service decode
-// and encode it again; rows as bytes do neither (docs/journal/2026-11-24-reference-run-1m.md, "What the profiles showed").
+// the bottleneck of an initial copy; one text per page made the database aggregate (string_agg, dearer
+// than the rows) and the service decode and encode it again; rows as bytes do neither
+// (docs/performance.md#delta-sync-pages).
 //
 // Every statement answers rows (k, state, entry) ordered by k: first k = 0 with the state as JSON,
 // then one row per entry, k its message id.
@@ -103,8 +104,8 @@ const MESSAGE_ROW_SIZED = sql`SELECT m.id, m.content, m.subject, m.priority, m.a
 // tells whether any change was logged at or above the copy's watermark: if none was, every row sent
 // is still as it was sent. It asks for the newest entry (one step down the index), not for any entry
 // above the watermark, which the planner would look for by scanning the whole log. Rows are rendered
-// as the index scan reads them, into a merge with the state row: no CTE holds them (5.4 ms a page
-// with one, 4.4 without).
+// as the index scan reads them, into a merge with the state row: no CTE holds them, which is cheaper
+// (docs/performance.md#delta-sync-pages).
 const snapshotPage = rawStatement(sql`
   WITH s AS MATERIALIZED (${STATE})
   SELECT 0::bigint AS k, json_build_object(${STATE_JSON},

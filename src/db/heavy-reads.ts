@@ -11,10 +11,10 @@ import type { Database } from './client.js'
 
 /**
  * Heavy reads running at once per database handle. The others wait here rather than in the pool's
- * queue, so that writes and short reads still find a connection: two of the default pool of ten. Fifty
- * concurrent deep pages by subject on a table being written took every connection of the pool, and a
- * create waited behind them for more than 10 s. A bound of four measured better for single kinds of
- * walk but made the random mix of pages and searches a third slower.
+ * queue, so that writes and short reads still find a connection: two of the default pool of ten. Deep
+ * pages by subject on a table being written once took every connection of the pool, and creates waited
+ * behind them; a bound of four measured better for single kinds of walk but made the random mix of pages
+ * and searches slower (docs/performance.md#expensive-reads-admitted).
  */
 export const HEAVY_READS = 8
 /**
@@ -29,8 +29,8 @@ export const HEAVY_READS_PER_CLIENT = 1
  * Heavy reads waiting per handle. The wait (HEAVY_READ_WAIT_MS), not the length of the queue, bounds
  * how long a waiter is held; the queue's bound only keeps its memory small. Heavy reads vary from tens
  * of milliseconds (a rare term) to a second (a common one): with as few waiting as run, a burst of quick
- * ones was refused while every one of them would have started within its wait (1,233 of a minute's
- * random searches at 1,000,000 messages answered 503, none after waiting).
+ * ones was refused while every one of them would have started within its wait
+ * (docs/performance.md#expensive-reads-admitted).
  */
 export const HEAVY_READS_WAITING = 64
 /** Waiting per client: what one client's burst may hold of the queue. */
@@ -280,7 +280,8 @@ export async function heavyRead<T> (db: object, asker: Asker, read: HeavyRead<T>
  *
  * Only a read that starts alone may have parallel workers (as many as the server allows). Alone, they
  * finish it sooner on cores that would idle; beside other heavy reads they share the same busy cores and
- * add their own coordination: a common word's read took 4.4 core-seconds with two workers, 3.2 without.
+ * add their own coordination: a common word's read took more core time with workers than without
+ * (docs/performance.md#search-reads).
  * `read` gets the signal to run its statements with (src/db/statement.ts), so that they are cancelled.
  */
 export async function heavyReadWithMemory<T> (db: Database, workMem: string, asker: Asker,

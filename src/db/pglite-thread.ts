@@ -43,8 +43,9 @@ export interface ThreadOptions {
 const failLoudly = (err: Error): void => { process.nextTick(() => { throw err }) }
 
 // PGlite's WebAssembly, compiled once per process and handed to every thread (a compiled module is
-// shared, not copied): each new thread would otherwise compile its 9 MB again, and tier its hot
-// functions up again, which made opening a database cost some 0.3 s more (the tests open hundreds).
+// shared, not copied): each new thread would otherwise compile it again, and tier its hot functions up
+// again, which made opening a database slower (docs/performance.md#the-embedded-databases-threads; the
+// tests open hundreds).
 // (TypeScript declares WebAssembly only with the DOM's library; Node has it as a global all the same.)
 declare const WebAssembly: { compile: (bytes: Uint8Array) => Promise<PgliteRuntime['wasmModule']> }
 let runtime: Promise<PgliteRuntime> | undefined

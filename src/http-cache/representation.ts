@@ -15,9 +15,9 @@ const JSON_TYPE = 'application/json; charset=utf-8'
 /** Bodies below this are sent as they are: compressing them saves less than its headers cost. */
 export const COMPRESS_THRESHOLD = 1024
 /**
- * Brotli quality 5: a 25-message page to 23.5 % of its JSON (gzip -6: 25.8 %) in about 0.15 ms, a
- * 100-message page to 16.8 % in under 0.5 ms; quality 11 saves a few percent more for 9-46 ms
- * (docs/clients.md, "Compression").
+ * Brotli quality 5: smaller than gzip -6 in a fraction of a millisecond a page; quality 11 saves a few
+ * percent more for tens of times as long (docs/clients.md, "Compression";
+ * docs/performance.md#compression-of-cached-pages).
  */
 export const BROTLI_QUALITY = 5
 /** The encodings offered, in the order preferred when the client weighs them equally. */

@@ -14,8 +14,8 @@ import { noteCacheLookup } from '../tracing/steps.js'
 export type Versions = string
 
 // One index lookup per table a cache depends on. Reading every table's version in one scan of the
-// counters was a sequential scan of all their rows: 8 ms a read on 1,000,000 messages, run back to back
-// under load, it took more CPU than the requests it validated.
+// counters was a sequential scan of all their rows: run back to back under load, it took more CPU than
+// the requests it validated (docs/performance.md#table-versions).
 function versionsStatement (tables: readonly string[]): Statement<{ versions: string }> {
   const parts = tables.map((table) => sql`${versionSql(table)}::text`)
   return statement(`table_versions_${tables.join('_')}`, sql`SELECT ${sql.join(parts, sql` || ',' || `)} AS versions`)

@@ -4,14 +4,14 @@
  * Each bound counts heap bytes as a heap snapshot counts them, not the length of the text: a cached page
  * is its row objects, their strings (content, subject, names, timestamps, cursor keys) and the
  * serialized body the representation keeps with it (src/http-cache/representation.ts), in which the text
- * appears a second time. Measured: heap snapshots of the service after the same random load, holding
- * 4,666 and then 1,400 cached 25-message pages, differ by 17.8 KB a page; the estimate below gives
- * 19.3 KB for those pages (twice the text, plus about 450 bytes a row), erring on the safe side.
+ * appears a second time. The estimate below (twice the text, plus about 450 bytes a row) errs on the
+ * safe side of what heap snapshots of the service measured a page to take
+ * (docs/performance.md#memory-budget).
  *
  * Together: 24 + 4 + 8 + 16 + 2 + 2 MiB of pages, messages, search ids, deep-page anchors, user and movie
  * pages, plus at most 10,000 verified tokens (a token string and its user, estimated at 1.2 KB each),
- * about 68 MiB. The service holds about 125 MB at rest; with the heap's headroom for garbage over the
- * caches, the process stays under the 250 MB bound (docs/operations.md, "Memory: what each cache may hold").
+ * about 68 MiB. With what the service holds at rest (docs/performance.md#memory-budget) and the heap's
+ * headroom for garbage over the caches, the process stays under the 250 MB bound (docs/operations.md, "Memory: what each cache may hold").
  */
 
 const MiB = 1024 * 1024
@@ -24,11 +24,9 @@ export const MESSAGE_ITEM_BYTES = 4 * MiB
 export const SEARCH_IDS = MiB
 /**
  * Anchors of deep pages (src/pages/anchors/anchor-set.ts), per database handle: an id and a sort key for every
- * 256 rows of a result set, 16 to 60 bytes each. At 10,000,000 messages a set by id takes 0.94 MB, by
- * createdAt 2.19 MB, by subject 1.66 MB (docs/journal/2026-11-28-cold-pages-at-10000000-in-the-first-minute.md) and by priority about 1.76 MB (39,062 anchors
- * of 45 bytes): both orders of the four, 13.1 MB, fit with room for filtered sets; 12 MiB held the three
- * before priority pages had anchors. At 4 MiB the three cold sorts of one order did not fit together, and
- * a mix of them read each other's anchors out and again.
+ * 256 rows of a result set, 16 to 60 bytes each. Both orders of each sort's set at 10,000,000 messages
+ * fit with room for filtered sets; a bound that did not hold the cold sorts of one order together made a
+ * mix of them read each other's anchors out and again (docs/performance.md#memory-budget).
  */
 export const ANCHOR_BYTES = 16 * MiB
 /** Pages of /v2/users and of /v2/movies. */

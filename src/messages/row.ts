@@ -40,9 +40,9 @@ export const messageLocation = (id: number): string => `${MESSAGES_PATH}/${id}`
 /**
  * A message's JSON written by SQL, byte for byte as MessageSchema's serializer writes it (same members,
  * same order; to_json escapes strings exactly as JSON.stringify does, and the priority's labels need
- * none: to_json on them cost 0.15 us a row). A stored 201 is rendered by the
- * statement that inserts the message, so the two are committed together. `p` holds id, content,
- * subject, priority, author_id, author_name and created_at (timestamptz).
+ * none, and to_json on them only cost time, docs/performance.md#delta-sync-pages). A stored 201 is
+ * rendered by the statement that inserts the message, so the two are committed together. `p` holds
+ * id, content, subject, priority, author_id, author_name and created_at (timestamptz).
  */
 export function messageJsonSql (p: string) {
   const text = (expr: string) => `coalesce(to_json(${expr})::text, 'null')`

@@ -34,8 +34,9 @@ export function groupedSql<S extends string, F extends string> (spec: Collection
   const offset = sql`${placeholder('offset')}::bigint`
   const limit = sql`${placeholder('limit')}::bigint`
   // Row counts are constants, so that PostgreSQL keeps a generic plan (./locate.ts): with the limit as a
-  // parameter it planned this statement on every page, 1.4-2.3 ms beside 1.5-4.2 ms to run it at
-  // 1,000,000 messages. The skip into the first group is under one level-0 bucket (256 ids).
+  // parameter it planned this statement on every page, about as long as running it
+  // (docs/performance.md#page-statements-and-their-plans). The skip into the first group is under one
+  // level-0 bucket (256 ids).
   const rowsOf = (match: SQL): SQL => sql`(SELECT m.id FROM ${table} m WHERE ${match}
         AND m.id >= CASE WHEN g.pos = (SELECT pos FROM target) THEN (SELECT bucket FROM loc) << 8 ELSE ${sql.raw(BEFORE_FIRST_ID)} END
         ORDER BY m.id LIMIT ${sql.raw(String(reach + 255))})`

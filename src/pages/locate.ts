@@ -50,8 +50,8 @@ export function locateSql (table: string, key: SQL, dim: RankedDim, offset: SQL,
  * A page located in the order-statistic index. Its `page` reads `reach` rows, a constant at least the
  * page's limit (src/pages/reach.ts), and the rows beyond `limit` are dropped before the join: with a
  * LIMIT parameter, the generic plan was priced for an unknown row count and never chosen, and
- * PostgreSQL planned the statement on every execution (1.4 ms at rest, 5.7 ms under load, against
- * about 2 ms to run it).
+ * PostgreSQL planned the statement on every execution, which cost more than running it
+ * (docs/performance.md#page-statements-and-their-plans).
  */
 export function locatedSql<S extends string, F extends string> (spec: CollectionSpec<S, F>, sort: S, dim: RankedDim, order: SortOrder, present: F[], reach: number): SQL {
   const by = orderSql(spec.sorts[sort], order, false)

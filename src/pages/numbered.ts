@@ -61,7 +61,7 @@ export function nearStartSql<S extends string, F extends string> (spec: Collecti
  * cursor is (./seek.ts), visiting the runs one at a time through the (key, id) index, and the page
  * `skip` rows in. Descending, NULL keys come first, so the start is a NULL key below every id (`i`).
  * Walked, ties running by id ascending against the index, the first page sorted a whole run: by
- * subject at 1,000,000 messages, the 400,000 without one (143 ms; 585 ms with priority=normal).
+ * subject, every message without one (docs/performance.md#page-statements-and-their-plans).
  */
 export function startSoughtSql<S extends string, F extends string> (spec: CollectionSpec<S, F>, sort: S, present: F[], reach: number): SQL {
   return sql`${seekPageSql(spec, sort, { keyDesc: true, idDesc: false }, true, present, reach)}

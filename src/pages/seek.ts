@@ -111,7 +111,8 @@ export function numberedParts<S extends string, F extends string> (spec: Collect
  * The CTEs ending in `page(id, ord)`: the first `reach` rows beyond the position (`k`, `i`) in scan
  * order, numbered from 1. `reach` is a constant, not a parameter: with every row count known, the
  * generic plan of the statement costs what a custom one does, so PostgreSQL keeps it and does not
- * plan the statement again on each execution, which took three times as long as running it.
+ * plan the statement again on each execution, which took longer than running it
+ * (docs/performance.md#page-statements-and-their-plans).
  */
 export function seekPageSql<S extends string, F extends string> (spec: CollectionSpec<S, F>, sort: S, scan: Scan, keyNull: boolean, present: F[], reach: number): SQL {
   const table = sql.raw(spec.table)

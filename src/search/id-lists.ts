@@ -9,8 +9,8 @@ import type { MessageSort } from '../schemas/messages.js'
  * - by createdAt: one list of ids and one of their times (whole microseconds, exact in a float64), sorted
  *   by time, then id;
  * - by subject or priority: one list per value, the values in the database's own order (its collation,
- *   the enum's order) and each list sorted by id. A collated sort of every match took 0.9-2 s of a
- *   common word's read at 10,000,000 messages.
+ *   the enum's order) and each list sorted by id. A collated sort of every match cost much of a common
+ *   word's read on a large table (docs/performance.md#search-reads).
  * Ties go by ascending id in both orders, as the page's own order has them (src/pages/order.ts).
  */
 export type IdListRow = { version: number, ids: string | null, keys: string | null }
@@ -39,8 +39,8 @@ export function matchColumns (sort: MessageSort): SQL {
 
 /**
  * The statement of a term's id lists (each as its integers' text joined by commas: the driver's parsing
- * of a float8[] of 750,000 numbers held the event loop for 100-250 ms at once, and `integers` reads the
- * text in steps), with the table's version read in the same snapshot: one row, or
+ * of a large float8[] held the event loop at once (docs/performance.md#search-reads), and `integers`
+ * reads the text in steps), with the table's version read in the same snapshot: one row, or
  * one per value in order for the grouped sorts (a row with null lists when nothing matches).
  */
 export function idListsSql (sort: MessageSort, order: 'asc' | 'desc', matching: SQL, version: SQL): SQL {
@@ -118,7 +118,7 @@ export async function orderedIds (rows: IdListRow[], sort: MessageSort, order: '
 
 /**
  * `ids` ordered by their `keys` (in `desc` order or ascending), then by ascending id, with the engine's
- * own numeric sort rather than a comparator, which took three times as long: each id becomes the number
+ * own numeric sort rather than a comparator, which took longer (docs/performance.md#search-reads): each id becomes the number
  * keyRank × n + idRank, exact in a float64 while n² < 2^53 (n < 94,906,265).
  */
 async function byKeyThenId (ids: Float64Array, sortedIds: Float64Array, keys: Float64Array, desc: boolean): Promise<Float64Array> {

@@ -94,7 +94,7 @@ export function hasWordJoins (term: string): boolean {
  *   substring of the joined words is exactly one of lower(content): the join maps only spaces to
  *   '0's, and no character of such a term can stand where either was. And on UTF-8, ILIKE is LIKE
  *   over lower() of both sides. So the ILIKE would decide nothing, and it would cost as much again per
- *   row: half of a common word's read at 1,000,000 messages.
+ *   row (docs/performance.md#search-reads).
  */
 export type MatchMode = 'joins' | 'trigrams' | 'joined'
 

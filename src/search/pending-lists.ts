@@ -3,9 +3,10 @@ import type { Database } from '../db/client.js'
 import { statement } from '../db/statement.js'
 
 /**
- * How often the search indexes' pending lists are merged (drizzle/0014). Content's trigram list takes
- * about 2 KB a message, so 32 MB holds some 16,000: every 5 s keeps it below that up to 3,000 creates a
- * second, while each merge still takes thousands of messages at once, which is what makes it cheap.
+ * How often the search indexes' pending lists are merged (drizzle/0014): often enough that content's
+ * trigram list stays below its 32 MB limit at the create rates measured
+ * (docs/performance.md#search-reads), while each merge still takes thousands of messages at once, which
+ * is what makes it cheap.
  */
 export const MERGE_PENDING_LISTS_EVERY_MS = 5_000
 

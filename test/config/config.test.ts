@@ -52,7 +52,8 @@ t.test('CONTRACT 2: the defaults', async (t) => {
     liveMaxBufferBytes: 1048576,
     liveHeartbeatS: 15,
     liveStallS: 60,
-    liveWatchMs: 5
+    liveWatchMs: 5,
+    pageStrategiesOff: []
   }, 'an empty environment gives every default')
   t.ok(Object.isFrozen(loadConfig({})), 'the config is frozen')
   t.same(loadConfig({ PORT: '', AUTH_ISSUER: '', LOG_LEVEL: '' }), loadConfig({}), 'empty values count as unset')
@@ -179,4 +180,10 @@ t.test('the server exits 1 with one stderr line naming the variable', async (t) 
   t.equal(lines.length, 1, `one stderr line (${JSON.stringify(result.stderr)})`)
   t.match(lines[0], /\bPORT\b/, 'it names PORT')
   t.equal(result.stdout, '', 'nothing on stdout: the server never started')
+})
+
+t.test('PAGE_STRATEGIES_OFF: the ways of reading a page a bench sitting leaves out', async (t) => {
+  t.same(loadConfig({ PAGE_STRATEGIES_OFF: ' located, anchored,,located ' }).pageStrategiesOff, ['located', 'anchored'], 'trimmed, each once')
+  t.throws(() => loadConfig({ PAGE_STRATEGIES_OFF: 'walked' }), { message: /^Invalid PAGE_STRATEGIES_OFF: must be a comma-separated list of start-sought, located, grouped, anchored, followed, awaited \(got "walked"\)$/ },
+    'the walk, which every page by number falls back on, cannot be left out')
 })

@@ -58,7 +58,7 @@ const FOLLOWING: Case[] = [
   { values: { priority: 'normal' }, where: "priority = 'normal'", sort: 'subject', desc: false },
   { values: { priority: 'high' }, where: "priority = 'high'", sort: 'subject', desc: true }
 ]
-// Sorts with counters are located in them once rows are written (it measured faster).
+// Sorts with counters are located in them, and read no anchors.
 const RANKED: Case[] = [
   { values: {}, where: 'TRUE', sort: 'createdAt', desc: true },
   { values: {}, where: 'TRUE', sort: 'id', desc: false }
@@ -88,7 +88,8 @@ t.test('deep pages follow the rows created since the anchors were read, exactly,
   const w = await world(t, seed)
   const rng = new Rng(seed)
   await insertMessagesBySql(w, 4000)
-  const reader = createCollectionReader(MESSAGE_COLLECTION)
+  // Unfiltered subject pages are located group by group unless that way is off.
+  const reader = createCollectionReader(MESSAGE_COLLECTION, { off: ['grouped'] })
   const reads = watchDeepPageReads(t)
   const read = async (c: Case, offset: number, limit: number) => {
     const page = await reader.read(w.app.db, c.values, { page: 1, limit, offset, sort: c.sort, order: c.desc ? 'desc' : 'asc', cursor: null, filters: '', collection: 'messages' }, BACKGROUND)
@@ -116,8 +117,8 @@ t.test('deep pages follow the rows created since the anchors were read, exactly,
     return counts
   }
 
-  // Anchors for each case, read at rest.
-  for (const c of [...FOLLOWING, ...RANKED]) {
+  // Anchors for each case that reads them, read at rest; the counted sorts never do.
+  for (const c of FOLLOWING) {
     for (let attempt = 0; attempt < 100; attempt++) {
       const before = reads.length
       await read(c, 1000 + attempt, 10)

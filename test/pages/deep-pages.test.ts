@@ -226,7 +226,9 @@ async function awaitAnchors (t: Test, w: World, seen: DeepPageVia[]): Promise<vo
 }
 
 t.test('deep pages are exact before, with and after anchors, whatever writes', async (t) => {
-  const w = await world(t, seed)
+  // The counters serve the sorts by id, created time, subject and priority: anchors are read for
+  // their pages only with those ways off, as a bench sitting turns them off (src/pages/README.md).
+  const w = await world(t, seed, { pageStrategiesOff: ['located', 'grouped'] })
   await insertMessagesBySql(w, 5600)
   // A subject with a quote, and one that is the word NULL, which must not be read as a null key.
   await run(w.app, `UPDATE messages SET subject = ${lit("it's")} WHERE id IN (SELECT id FROM messages ORDER BY id LIMIT 300)`)

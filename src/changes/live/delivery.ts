@@ -71,8 +71,9 @@ const RETRY_AFTER_SECONDS = '1'
 const SWEEP_MS = 1_000
 /**
  * How often the system's send queues are read: a quarter of LIVE_STALL_S, at least every 15 s (so a
- * stalled client is closed by LIVE_STALL_S and 15 s at the latest) and at most every 250 ms. At 10,000
- * streams a read is some 3 MB of text, scanned for this instance's ports only.
+ * stalled client is closed by LIVE_STALL_S and 15 s at the latest) and at most every 250 ms. With many
+ * streams a read is megabytes of text (docs/performance.md#live-delivery), scanned for this instance's
+ * ports only.
  */
 const SYSTEM_QUEUES_MIN_MS = 250
 const SYSTEM_QUEUES_MAX_MS = 15_000
@@ -132,7 +133,8 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
   }
 
   // Keep-alives for quiet streams, with their position as the id; streams whose clients stopped
-  // reading are closed. In slices, like the fan-out: at 10,000 streams one pass is too long a block.
+  // reading are closed. In slices, like the fan-out: with many streams one pass is too long a block
+  // (docs/performance.md#live-delivery).
   async function sweep (): Promise<void> {
     if (sweeping) return
     sweeping = true

@@ -16,8 +16,8 @@ const CRLF = Buffer.from('\r\n')
 const EVENT_TAIL = Buffer.from('\n\n\r\n')
 
 // Events go to the socket as whole HTTP/1.1 chunks, framed once: a write through the response would
-// frame every event again for every client, in four socket writes (size, CRLF, data, CRLF). Measured
-// at 1,000 streams (docs/journal/2026-11-27-live-delivery-measured.md), the write was the cost of fanning an event out.
+// frame every event again for every client, in four socket writes (size, CRLF, data, CRLF), and the
+// write was the cost of fanning an event out (docs/performance.md#live-delivery).
 function chunk (bytes: Buffer): Buffer {
   return Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, CRLF])
 }

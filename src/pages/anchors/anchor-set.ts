@@ -174,6 +174,11 @@ export class AnchorCache {
     return done
   }
 
+  /** Whether a read of `key` is under way. */
+  building (key: string): boolean {
+    return this.#building.has(key)
+  }
+
   /** Settles when the read of `key` under way publishes its next part or ends; undefined when none is under way. */
   progress (key: string): Promise<void> | undefined {
     if (!this.#building.has(key)) return undefined

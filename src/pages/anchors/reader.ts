@@ -28,14 +28,15 @@ const originOf = (chunk: AnchorChunk): AnchorOrigin | undefined =>
   chunk.epoch === null ? undefined : { snapshot: chunk.snap, top: chunk.top, epoch: chunk.epoch }
 
 // Rows an anchor-reading statement walks: a multiple of STRIDE, so that each chunk ends on an anchor,
-// and short (70 ms on 10,000,000 rows at rest) so that a chunk stays far inside the statement timeout
-// on a busy database too.
+// and short so that a chunk stays far inside the statement timeout on a busy database too
+// (docs/performance.md#anchors-of-deep-pages).
 const ANCHOR_CHUNK = STRIDE * 256
 
 // How long a deep page with no rank to fall back on (OFFSET would walk to it) waits for the next part
 // of the anchors of its result set being read, rather than walking. It waits as long as the parts keep
-// coming: on 10,000,000 rows an OFFSET walk by subject ran into the statement timeout, and pages that
-// gave up after 5 s walked while the anchors that would have served them were still being read.
+// coming: on a large table an OFFSET walk of an unlocated sort runs into the statement timeout, and
+// pages that gave up after one such wait walked while the anchors that would have served them were
+// still being read (docs/performance.md#anchors-of-deep-pages).
 const ANCHOR_WAIT_MS = 5000
 
 /**
@@ -81,7 +82,8 @@ export class AnchorReader<S extends string, F extends string, Row extends object
     try {
       anchors = await heavyRead(db, BACKGROUND, async () => await db.transaction(async (tx) => {
         // Without JIT: the estimates of a chunk's group walk (a descending sort by subject) priced it
-        // past jit_optimize_above_cost, and compiling took 0.4-0.5 s of a chunk that runs in 0.06 s.
+        // past jit_optimize_above_cost, and compiling took several times as long as running the chunk
+        // (docs/performance.md#anchors-of-deep-pages).
         await tx.execute(sql`select set_config('jit', 'off', true)`)
         return await this.#readChunks(tx, sort, order, present, params, publish)
       }, { isolationLevel: 'repeatable read', accessMode: 'read only' }))
@@ -126,56 +128,105 @@ export class AnchorReader<S extends string, F extends string, Row extends object
     }
   }
 
-  /**
-   * A page by number from the anchors held for its result set, when they are of the version the
-   * page's own statement reads; undefined when there are none, or they are out of date (and are then
-   * read again in the background). Anchors still being read serve the pages they reach already.
-   * `unranked` is a page with no counters to locate it (OFFSET would walk to it). It follows anchors
-   * that rows have been created since; and with `wait`, a page they do not reach yet waits until they
-   * do, or until the read ends, or until no part has come for ANCHOR_WAIT_MS, and tries once more. A page with
-   * counters is located in them instead: under 20 writes a second at 1,000,000 rows, following served
-   * 551 random pages a second by id where the counters served 837.
-   */
-  async page (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>, unranked: boolean, wait = unranked): Promise<PageResult<Row> | undefined> {
+  /** The cache of `db`, the key of the page's result set in it, and the set held under that key. */
+  #entry (db: Database, page: PageRequest<S>, params: Record<string, unknown>): { cache: AnchorCache, key: string, held: Anchors | undefined } {
     const cache = this.#cacheOf(db)
     const key = JSON.stringify([page.sort, page.order, params])
-    const read = async (publish: (part: Anchors) => void): Promise<Anchors | undefined> => await this.#read(db, page.sort, page.order, present, params, publish)
-    const held = cache.get(key)
+    return { cache, key, held: cache.get(key) }
+  }
+
+  /** Starts reading the page's set in the background, unless a read is under way or ended too recently; the read under way, if any. */
+  #refresh (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>): Promise<void> | undefined {
+    const { cache, key } = this.#entry(db, page, params)
+    return cache.refresh(key, async (publish) => await this.#read(db, page.sort, page.order, present, params, publish))
+  }
+
+  /** Whether a set is held for the page's result set, not known to be out of date, with an anchor at or before the page. */
+  reaches (db: Database, page: PageRequest<S>, params: Record<string, unknown>): boolean {
+    const { held } = this.#entry(db, page, params)
+    return held !== undefined && held.behind !== true && anchorFor(held, page.offset) !== undefined
+  }
+
+  /** Whether the set held for the page's result set is known to be behind the table: a page read a newer version. */
+  behind (db: Database, page: PageRequest<S>, params: Record<string, unknown>): boolean {
+    return this.#entry(db, page, params).held?.behind === true
+  }
+
+  /**
+   * Whether the page waits for anchors: none are held for its result set, or only parts of a set still
+   * being read that do not serve it. A whole set that ends before the page is not waited for: the page
+   * is then within a stride of the end, which a walk from the nearer end reaches cheaply.
+   */
+  awaits (db: Database, page: PageRequest<S>, params: Record<string, unknown>): boolean {
+    const { held } = this.#entry(db, page, params)
+    return held === undefined || (held.total === null && (held.behind === true || anchorFor(held, page.offset) === undefined))
+  }
+
+  /**
+   * The page from the set held for its result set, as the set was read: when the page's own statement
+   * reads the version the set was read at. Undefined otherwise: a replica behind the set (it will catch
+   * up, nothing to read again); or a newer version, after which the set is marked behind, for pages to
+   * follow the rows created since (`followWrites`, on the history the set was read on), or retired.
+   */
+  async asRead (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>, followWrites: boolean): Promise<PageResult<Row> | undefined> {
+    const { cache, key, held } = this.#entry(db, page, params)
     const at = held === undefined || held.behind === true ? undefined : anchorFor(held, page.offset)
-    if (held !== undefined && at !== undefined) {
-      const partial = held.total === null
-      const found = await this.#fromAnchor(db, page, present, params, at, partial, STRIDE)
-      const version = found[0]?.version ?? 0
-      if (version === held.version) {
-        readVia(this.spec.table, 'anchor', partial)
-        // Read before strip(), which removes it from the rows.
-        const total = held.total ?? found[0]?.total ?? 0
-        return { ...strip(found[0]?.ord == null ? [] : found), total }
-      }
-      // A replica behind the anchors: it will catch up; nothing to read again.
-      if (version < held.version) return undefined
-      // Writes are followed only on the history the set was read on: after a failover the rows it
-      // counted may be gone, and nothing logged says so.
-      if (unranked && held.origin !== undefined && timelineOfVersion(version) === timelineOfVersion(held.version)) held.behind = true
-      else cache.retire(key, version)
-    } else if (held !== undefined && held.total !== null && held.behind !== true) {
-      // Past the last anchor: within a stride of the end, which the reads without anchors reach cheaply.
+    if (held === undefined || at === undefined) return undefined
+    const partial = held.total === null
+    const found = await this.#fromAnchor(db, page, present, params, at, partial, STRIDE)
+    const version = found[0]?.version ?? 0
+    if (version === held.version) {
+      readVia(this.spec.table, 'anchor', partial)
+      // Read before strip(), which removes it from the rows.
+      const total = held.total ?? found[0]?.total ?? 0
+      return { ...strip(found[0]?.ord == null ? [] : found), total }
+    }
+    if (version < held.version) return undefined
+    // Writes are followed only on the history the set was read on: after a failover the rows it
+    // counted may be gone, and nothing logged says so.
+    if (followWrites && held.origin !== undefined && timelineOfVersion(version) === timelineOfVersion(held.version)) held.behind = true
+    else cache.retire(key, version)
+    return undefined
+  }
+
+  /**
+   * The page from a set that rows have been created since, following them (`#follow`). The set is
+   * read again meanwhile (as paced), since the rows to follow only grow; when the writes cannot be
+   * followed, it is retired. Undefined when this page cannot be followed.
+   */
+  async followed (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>): Promise<PageResult<Row> | undefined> {
+    const { cache, key, held } = this.#entry(db, page, params)
+    if (held?.behind !== true) return undefined
+    const followed = await this.#follow(db, held, page, present, params)
+    if (followed === 'retire') {
+      cache.retire(key, Infinity)
       return undefined
     }
-    if (held?.behind === true) {
-      const followed = await this.#follow(db, held, page, present, params)
-      if (followed === 'retire') cache.retire(key, Infinity)
-      else if (followed !== undefined || held.total !== null) {
-        // Read the set again meanwhile (as paced): the rows to follow only grow.
-        cache.refresh(key, read)
-        return followed
-      }
-      // A part of a set that does not reach the page yet: the parts still to come may.
-    }
-    const reading = cache.refresh(key, read)
-    if (!wait || reading === undefined) return undefined
-    await reached(cache, key, page.offset)
-    return await this.page(db, page, present, params, unranked, false)
+    if (followed !== undefined || held.total !== null) this.#refresh(db, page, present, params)
+    return followed
+  }
+
+  /**
+   * Starts reading the page's set (as paced) and waits while it grows without reaching the page: until
+   * a part reaches it, the read ends, or no part has come for ANCHOR_WAIT_MS. False when no read is
+   * under way to wait for.
+   */
+  async awaitSet (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>): Promise<boolean> {
+    const reading = this.#refresh(db, page, present, params)
+    if (reading === undefined) return false
+    await reached(this.#cacheOf(db), this.#entry(db, page, params).key, page.offset)
+    return true
+  }
+
+  /** Whether the anchors of the page's result set are being read now. */
+  reading (db: Database, page: PageRequest<S>, params: Record<string, unknown>): boolean {
+    const { cache, key } = this.#entry(db, page, params)
+    return cache.building(key)
+  }
+
+  /** Starts reading the page's set again, as paced, without waiting for it. */
+  refresh (db: Database, page: PageRequest<S>, present: F[], params: Record<string, unknown>): void {
+    this.#refresh(db, page, present, params)
   }
 
   /** The anchor sets read on one database handle (a replica's rows are at its own version). */

@@ -88,9 +88,9 @@ export function followedSql<S extends string, F extends string> (spec: Collectio
  * Every STRIDE-th row of up to `reach` rows in the result set's order, from its start, or beyond the
  * position (`k`, `i`) of the last anchor, with the table's version. Each part of the rows is read once,
  * streamed through one aggregate that counts it and keeps its anchors' ids and keys: the keys come from
- * the index the part is read through, not from the table, and no part is materialized. (Looking the
- * anchors' rows up by id was a fifth of a chunk at 10,000,000 rows, and materializing the parts most of
- * the rest.) A row's number is its number in its part plus the rows of the parts before it, and a part
+ * the index the part is read through, not from the table, and no part is materialized: looking the
+ * anchors' rows up by id, and materializing the parts, were most of a chunk
+ * (docs/performance.md#anchors-of-deep-pages). A row's number is its number in its part plus the rows of the parts before it, and a part
  * reads only the rows those left to reach. The keys travel as JSON text: a driver may read a NULL
  * element of a text array as the word NULL.
  */
