@@ -81,3 +81,41 @@ t.test('a create writes one counter row per key and bucket a reader reads', asyn
   t.equal(await written(sql`INSERT INTO messages (content, subject, author_id) VALUES ('one', 'Ops', ${author!.id})`), 24, 'with a subject: 24')
   t.equal(await written(sql`INSERT INTO messages (content, author_id) VALUES ('one', ${author!.id})`), 24, 'without one: 24')
 })
+
+t.test('after inserts, a bulk insert, an update and a delete, every counter is the count of its rows', async (t) => {
+  const [author] = await rows<{ id: number }>(sql`INSERT INTO users (subject_id, role) VALUES ('keys-dave', 'User') RETURNING id::float8 AS id`)
+  await db.execute(sql`INSERT INTO messages (content, subject, priority, author_id)
+    SELECT 'bulk ' || g, CASE WHEN g % 7 = 0 THEN NULL ELSE 'subject ' || (g % 5) END,
+      (ARRAY['low', 'normal', 'high', 'urgent'])[1 + g % 4]::message_priority, ${author!.id}
+    FROM generate_series(1, 600) g`)
+  await db.execute(sql`UPDATE messages SET subject = NULL, priority = 'urgent' WHERE content IN ('bulk 3', 'bulk 10')`)
+  await db.execute(sql`UPDATE messages SET subject = 'moved' WHERE content = 'bulk 14'`)
+  await db.execute(sql`DELETE FROM messages WHERE content IN ('bulk 5', 'bulk 300', 'one')`)
+
+  // The counters as the readers read them, each the sum of its slots.
+  const counted = new Map((await rows<{ key: string, dim: string, bucket: string, n: string }>(sql`SELECT key, dim, bucket::text AS bucket, sum(n)::text AS n
+    FROM pagination_counts WHERE table_name = 'messages' GROUP BY 1, 2, 3 HAVING sum(n) <> 0`)).map((r) => [`${r.key}|${r.dim}|${r.bucket}`, Number(r.n)]))
+  // The same, counted here from the rows, with the builders' keys.
+  const expected = new Map<string, number>()
+  const add = (key: string, dim: string, bucket: bigint): void => {
+    const at = `${key}|${dim}|${bucket}`
+    expected.set(at, (expected.get(at) ?? 0) + 1)
+  }
+  const filters = MESSAGE_COLLECTION.filters
+  for (const m of await rows<{ id: string, priority: string, subject: string | null, author: string, tb: string }>(sql`SELECT id::text AS id, priority::text AS priority,
+    subject, author_id::text AS author, pagination_time_bucket(created_at)::text AS tb FROM messages`)) {
+    const i = BigInt(m.id) >> 8n
+    for (const key of ['', filters.priority.key!(m.priority)]) {
+      add(key, 'total', 0n)
+      for (let level = 0n; level < 4n; level++) {
+        add(key, `id:${level}`, i >> (8n * level))
+        add(key, `created:${level}`, BigInt(m.tb) >> (8n * level))
+      }
+    }
+    add(filters.authorId.key!(Number(m.author)), 'total', 0n)
+    const subject = m.subject === null ? MESSAGE_KEYS.subject.none : filters.subject.key!(m.subject)
+    add(subject, 'total', 0n)
+    for (let level = 0n; level < 4n; level++) add(subject, `id:${level}`, i >> (8n * level))
+  }
+  t.same(Object.fromEntries([...counted].sort()), Object.fromEntries([...expected].sort()), 'every key, dimension and bucket')
+})
