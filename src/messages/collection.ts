@@ -1,8 +1,9 @@
 import { sql } from 'drizzle-orm'
 import { MESSAGE_CHANGE_LOG } from '../db/change-log.js'
+import { keyOf, MESSAGE_KEYS, prefixSql, valueSql } from '../db/triggers/counter-keys.js'
 import { PRIORITY_VALUES } from '../db/schema.js'
 import { createCollectionReader } from '../pages/reader.js'
-import { hashKey, placeholder, plainKey, type CollectionSpec } from '../pages/spec.js'
+import { placeholder, type CollectionSpec } from '../pages/spec.js'
 import type { MessageFilters, MessageSort } from '../schemas/messages.js'
 import { termMatches } from '../search/match.js'
 import { MESSAGE_COLUMNS, MESSAGE_SOURCE, type MessageRow } from './row.js'
@@ -28,14 +29,17 @@ export const MESSAGE_COLLECTION: CollectionSpec<MessageSort, ReaderFilter> = {
   filters: {
     // By cursor, one value per filter: the index scans the whole pattern, not the narrowed one.
     term: { condition: termMatches('m', sql`${placeholder('term')}::text`) },
-    priority: { condition: sql`m.priority = ${placeholder('priority')}::message_priority`, key: plainKey('priority') },
+    priority: { condition: sql`m.priority = ${placeholder('priority')}::message_priority`, key: keyOf(MESSAGE_KEYS.priority) },
     // An author id no bigint column holds matches nothing, and never reaches the database as one.
-    authorId: { condition: sql`m.author_id = ${placeholder('authorId')}::bigint`, key: plainKey('author_id'), matchesNothing: isBigintId },
-    subject: { condition: sql`m.subject = ${placeholder('subject')}::text`, key: hashKey('subject') }
+    authorId: { condition: sql`m.author_id = ${placeholder('authorId')}::bigint`, key: keyOf(MESSAGE_KEYS.authorId), matchesNothing: isBigintId },
+    subject: { condition: sql`m.subject = ${placeholder('subject')}::text`, key: keyOf(MESSAGE_KEYS.subject) }
   },
   ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'priority' },
-  // As the triggers key them: the filters' own keys (drizzle/0006), and one for messages without a subject (drizzle/0017).
-  groupRanked: { priority: { key: "'priority=' || $v" }, subject: { key: "'subject=' || md5($v)", noneKey: 'subject:none' } },
+  // As the triggers key them (src/db/triggers/counter-keys.ts): the filters' own keys, and one for messages without a subject.
+  groupRanked: {
+    priority: { key: prefixSql(MESSAGE_KEYS.priority, valueSql(MESSAGE_KEYS.priority, '$v')) },
+    subject: { key: prefixSql(MESSAGE_KEYS.subject, valueSql(MESSAGE_KEYS.subject, '$v')), noneKey: MESSAGE_KEYS.subject.none }
+  },
   changes: MESSAGE_CHANGE_LOG
 }
 

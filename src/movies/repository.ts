@@ -10,7 +10,8 @@ import { MOVIE_PAGE_BYTES, movieBytes, pageBytes } from '../memory/budget.js'
 import { VersionedCache } from '../http-cache/version-cache.js'
 import { createCollectionReader } from '../pages/reader.js'
 import { MOVIE_SORT_FIELDS, type Movie, type MovieListQuery, type MovieSort } from '../schemas/movies.js'
-import { hashKey, placeholder, plainKey } from '../pages/spec.js'
+import { keyOf, MOVIE_KEYS } from '../db/triggers/counter-keys.js'
+import { placeholder } from '../pages/spec.js'
 
 export interface MovieFilters {
   genre?: string
@@ -29,8 +30,8 @@ const reader = createCollectionReader<MovieSort, keyof MovieFilters, Movie>({
   keys: { id: 'id', title: 'text', year: 'integer', rating: 'numeric', genre: 'text' },
   grouped: ['year', 'rating', 'genre'],
   filters: {
-    genre: { condition: sql`m.genre = ${placeholder('genre')}::text`, key: hashKey('genre') },
-    year: { condition: sql`m.year = ${placeholder('year')}::integer`, key: plainKey('year'), matchesNothing: notAnInt4 },
+    genre: { condition: sql`m.genre = ${placeholder('genre')}::text`, key: keyOf(MOVIE_KEYS.genre) },
+    year: { condition: sql`m.year = ${placeholder('year')}::integer`, key: keyOf(MOVIE_KEYS.year), matchesNothing: notAnInt4 },
     // SPEC 4.9: a minimum filter means greater than or equal; numeric holds any number the query can carry.
     minRating: { condition: sql`m.rating >= ${placeholder('minRating')}::numeric` }
   },

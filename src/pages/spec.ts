@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto'
 import { sql, type SQL } from 'drizzle-orm'
 import type { ChangeLog } from '../db/change-log.js'
 
@@ -12,7 +11,7 @@ export type RankedDim = 'id' | 'created'
 export interface FilterSpec {
   /** The condition on alias `m`, reading the value from the placeholder named like the filter. */
   condition: SQL
-  /** The counter key of a value, when the triggers count this filter. */
+  /** The counter key of a value, when the triggers count this filter (src/db/triggers/counter-keys.ts). */
   key?: (value: string | number) => string
   /** A value the column cannot hold matches no row, and needs no query (SPEC 4.9 rule 2). */
   matchesNothing?: (value: string | number) => boolean
@@ -65,10 +64,6 @@ export type FilterValues<F extends string> = Partial<Record<F, string | number>>
  * a value, for a column that can be NULL.
  */
 export interface GroupRank { key: string, noneKey?: string }
-
-const hashKey = (name: string) => (value: string | number) => `${name}=${createHash('md5').update(String(value)).digest('hex')}`
-const plainKey = (name: string) => (value: string | number) => `${name}=${value}`
-export { hashKey, plainKey }
 
 export const placeholder = (name: string) => sql.placeholder(name)
 

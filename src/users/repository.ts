@@ -14,7 +14,8 @@ import { USER_SORT_FIELDS, type LocalUser, type UserListQuery, type UserSort } f
 import { retrieveFailure } from '../errors.js'
 import { createLocalUserResolver, type Caller, type UserProfile } from './local-user.js'
 import { visibleUser } from './visible-user.js'
-import { hashKey, isoTimestamp, placeholder } from '../pages/spec.js'
+import { keyOf, USER_KEYS } from '../db/triggers/counter-keys.js'
+import { isoTimestamp, placeholder } from '../pages/spec.js'
 
 export type Role = typeof ROLE_VALUES[number]
 
@@ -41,7 +42,7 @@ const reader = createCollectionReader<UserSort, 'role', UserItemRow>({
   sorts: { id: 'm.id', name: 'm.name', email: 'm.email', role: 'm.role', createdAt: 'm.created_at' },
   keys: { id: 'id', name: 'text', email: 'text', role: 'text', createdAt: 'timestamptz' },
   grouped: ['role'],
-  filters: { role: { condition: sql`m.role = ${placeholder('role')}::text`, key: hashKey('role') } },
+  filters: { role: { condition: sql`m.role = ${placeholder('role')}::text`, key: keyOf(USER_KEYS.role) } },
   ranked: { dims: { id: 'id', createdAt: 'created' }, filter: 'role' }
 })
 
