@@ -3,7 +3,7 @@ import { existsSync, statSync } from 'node:fs'
 import { dirname, join, normalize, relative } from 'node:path'
 import { ROOT, anchors, documents, links, readDocument, slug } from '../helpers/markdown.js'
 
-// Every relative link of README.md, bench/README.md and docs/**/*.md reaches a file of the project,
+// Every relative link of README.md, bench/README.md, src/pages/README.md and docs/**/*.md reaches a file of the project,
 // and every #fragment a heading (GitHub's slugs) or an explicit anchor of the document it names.
 
 const EXTERNAL = /^[a-z][a-z\d+.-]*:|^\/\//i

@@ -7,11 +7,11 @@ import { fileURLToPath } from 'node:url'
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
-/** README.md, bench/README.md and every .md under docs/, as paths relative to the project root. */
+/** README.md, bench/README.md, src/pages/README.md and every .md under docs/, as paths relative to the project root. */
 export function documents (): string[] {
   const under = (dir: string): string[] => readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((entry) =>
     entry.isDirectory() ? under(join(dir, entry.name)) : entry.name.endsWith('.md') ? [join(dir, entry.name)] : [])
-  return ['README.md', 'bench/README.md', ...under('docs')].map((path) => relative(ROOT, join(ROOT, path)))
+  return ['README.md', 'bench/README.md', 'src/pages/README.md', ...under('docs')].map((path) => relative(ROOT, join(ROOT, path)))
 }
 
 export const readDocument = (path: string): string => readFileSync(join(ROOT, path), 'utf8')
