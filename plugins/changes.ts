@@ -4,6 +4,7 @@ import fp from 'fastify-plugin'
 import { createChangeFeed } from '../src/changes/feed.js'
 import { delivered } from '../src/changes/live/delay-metric.js'
 import { createLiveDelivery, type LiveDelivery, type LiveOptions } from '../src/changes/live/delivery.js'
+import type { AppConfig } from '../src/config.js'
 import { every } from '../src/db/upkeep.js'
 
 declare module 'fastify' {
@@ -18,6 +19,20 @@ const PRUNE_EVERY_MS = 60_000
 export interface ChangesPluginOptions extends LiveOptions {
   /** SYNC_RETENTION_HOURS: how long the log keeps a change, and a token stays valid (default 720). */
   retentionHours?: number
+}
+
+/** The plugin's options as the configuration sets them (src/config.ts). */
+export function changesOptions (config: AppConfig): ChangesPluginOptions {
+  return {
+    retentionHours: config.syncRetentionHours,
+    maxConnections: config.liveMaxConnections,
+    maxPerClient: config.liveMaxPerClient,
+    maxBufferBytes: config.liveMaxBufferBytes,
+    heartbeatS: config.liveHeartbeatS,
+    stallS: config.liveStallS,
+    watchMs: config.liveWatchMs,
+    shutdownGraceMs: config.shutdownGraceMs
+  }
 }
 
 // Writes that succeed on this instance wake the watcher at once instead of at its next interval.

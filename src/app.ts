@@ -3,7 +3,7 @@ import type { IncomingMessage, Server } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyHttpOptions, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import authPlugin from '../plugins/auth.js'
-import changesPlugin from '../plugins/changes.js'
+import changesPlugin, { changesOptions } from '../plugins/changes.js'
 import compressionPlugin from '../plugins/compression.js'
 import corsPlugin from '../plugins/cors.js'
 import dbPlugin from '../plugins/db.js'
@@ -236,16 +236,7 @@ export async function buildApp (config: AppConfig, options: BuildOptions = {}): 
   // Each capability's repository and upkeep, on the database handles (users and messages after auth, below).
   await app.register(moviesPlugin)
   await app.register(idempotencyPlugin, { ttlHours: config.idempotencyTtlHours })
-  await app.register(changesPlugin, {
-    retentionHours: config.syncRetentionHours,
-    maxConnections: config.liveMaxConnections,
-    maxPerClient: config.liveMaxPerClient,
-    maxBufferBytes: config.liveMaxBufferBytes,
-    heartbeatS: config.liveHeartbeatS,
-    stallS: config.liveStallS,
-    watchMs: config.liveWatchMs,
-    shutdownGraceMs: config.shutdownGraceMs
-  })
+  await app.register(changesPlugin, changesOptions(config))
   // The rate limit before auth, which counts refused tokens in it; it counts everything else after auth has run.
   await app.register(rateLimitPlugin, { max: config.rateLimitMax, redisUrl: config.redisUrl })
   await app.register(authPlugin, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: options.testAuth === true, jwksMaxAgeS: config.jwksMaxAgeS })

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import changes from '../../plugins/changes.js'
+import changes, { changesOptions } from '../../plugins/changes.js'
 import db from '../../plugins/db.js'
 import errors from '../../plugins/errors.js'
 import { testConfig } from '../helpers/build.js'
@@ -26,16 +26,7 @@ async function appFor (t: Test): Promise<FastifyInstance> {
   })
   await app.register(errors, { development: false })
   await app.register(db, { url: database.dataDir === undefined ? database.url : undefined, dataDir: database.dataDir })
-  await app.register(changes, {
-    retentionHours: config.syncRetentionHours,
-    maxConnections: config.liveMaxConnections,
-    maxPerClient: config.liveMaxPerClient,
-    maxBufferBytes: config.liveMaxBufferBytes,
-    heartbeatS: config.liveHeartbeatS,
-    stallS: config.liveStallS,
-    watchMs: config.liveWatchMs,
-    shutdownGraceMs: config.shutdownGraceMs
-  })
+  await app.register(changes, changesOptions(config))
   app.get<{ Querystring: { since?: string, wait?: string } }>('/changes', async (request, reply) => {
     const answer = await app.changes.poll(reply, { since: request.query.since, limit: 100, wait: Number(request.query.wait ?? 0), address: request.ip })
     return reply.type('application/json; charset=utf-8').send(answer)

@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import auth from '../../plugins/auth.js'
-import changes from '../../plugins/changes.js'
+import changes, { changesOptions } from '../../plugins/changes.js'
 import db from '../../plugins/db.js'
 import errors from '../../plugins/errors.js'
 import idempotency from '../../plugins/idempotency.js'
@@ -41,16 +41,7 @@ async function appFor (t: Test): Promise<FastifyInstance> {
   await app.register(db, { url: database.dataDir === undefined ? database.url : undefined, dataDir: database.dataDir })
   await app.register(representation)
   await app.register(idempotency, { ttlHours: config.idempotencyTtlHours })
-  await app.register(changes, {
-    retentionHours: config.syncRetentionHours,
-    maxConnections: config.liveMaxConnections,
-    maxPerClient: config.liveMaxPerClient,
-    maxBufferBytes: config.liveMaxBufferBytes,
-    heartbeatS: config.liveHeartbeatS,
-    stallS: config.liveStallS,
-    watchMs: config.liveWatchMs,
-    shutdownGraceMs: config.shutdownGraceMs
-  })
+  await app.register(changes, changesOptions(config))
   await app.register(rateLimit, { max: 0 })
   await app.register(auth, { issuer: config.authIssuer, audience: config.apiAudience, testAuth: true })
   await app.register(users, { issuer: config.authIssuer })
