@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm'
 import { tableLiteral } from '../db/counters.js'
+import { BUCKET_LEVELS } from '../db/triggers/counter-keys.js'
 import { whereSql } from './filters.js'
 import { countedTotalColumn, itemsSql } from './items.js'
 import { orderSql } from './order.js'
@@ -11,7 +12,7 @@ import { placeholder, type CollectionSpec, type RankedDim } from './spec.js'
 // offset is found by reading at most 256 counts per level and skipping fewer than 256 rows, and the
 // counts and the rows come from the page's own snapshot, so the page is exact under any writer.
 
-const LEVELS = 4
+const LEVELS = BUCKET_LEVELS
 
 const BOUNDS: Record<RankedDim, Record<SortOrder, string>> = {
   id: { asc: 'm.id >= (SELECT bucket FROM loc) << 8', desc: 'm.id <= ((SELECT bucket FROM loc) << 8) + 255' },

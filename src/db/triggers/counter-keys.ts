@@ -13,6 +13,12 @@ export interface CounterKey {
   readonly none?: string
 }
 
+/**
+ * Levels of each order-statistic dimension (drizzle/0006): a level-L bucket is the level-0 bucket >> 8L.
+ * The triggers (./functions.ts) write every level; a located page (src/pages/locate.ts) reads down them.
+ */
+export const BUCKET_LEVELS = 4
+
 /** The counted filters of each table, by the name of the filter. */
 export const MESSAGE_KEYS = {
   priority: { name: 'priority', hashed: false },

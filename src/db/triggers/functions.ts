@@ -1,4 +1,4 @@
-import { keySql, MESSAGE_KEYS, MOVIE_KEYS, prefixSql, USER_KEYS, valueSql } from './counter-keys.js'
+import { BUCKET_LEVELS, keySql, MESSAGE_KEYS, MOVIE_KEYS, prefixSql, USER_KEYS, valueSql } from './counter-keys.js'
 
 // The canonical definition of every function a live trigger runs: the trigger functions themselves and
 // the counting functions they call. The migrations in drizzle/ create them; a migration that changes
@@ -13,9 +13,6 @@ export interface FunctionDefinition {
   /** The PL/pgSQL source between the dollar quotes. */
   body: string
 }
-
-/** Levels of each order-statistic dimension: a level-L bucket is the level-0 bucket >> 8L (drizzle/0006). */
-const BUCKET_LEVELS = 4
 
 const levels = (dim: 'id' | 'created', bucket: string): string =>
   Array.from({ length: BUCKET_LEVELS }, (_, level) => `('${dim}:${level}', ${level === 0 ? bucket : `${bucket} >> ${8 * level}`})`).join(', ')

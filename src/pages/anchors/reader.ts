@@ -141,6 +141,11 @@ export class AnchorReader<S extends string, F extends string, Row extends object
     return cache.refresh(key, async (publish) => await this.#read(db, page.sort, page.order, present, params, publish))
   }
 
+  /** The set held for the page's result set, if any: a strategy compares it before and after its statement, to see it replaced. */
+  held (db: Database, page: PageRequest<S>, params: Record<string, unknown>): Anchors | undefined {
+    return this.#entry(db, page, params).held
+  }
+
   /** Whether a set is held for the page's result set, not known to be out of date, with an anchor at or before the page. */
   reaches (db: Database, page: PageRequest<S>, params: Record<string, unknown>): boolean {
     const { held } = this.#entry(db, page, params)

@@ -15,15 +15,12 @@ export const awaited: PageStrategy = {
   async read (ask) {
     const { reader: { anchors, off }, db, page, present, params } = ask
     if (!await anchors!.awaitSet(db, page, present, params)) return undefined
-    // The read under way has reached the page, ended, or stalled; the page does not wait again. It
-    // tries the set twice: while its statement ran, a newer read of the set may have taken the place of
-    // the one it found behind, and that one may serve it.
-    for (let round = 0; round < 2; round++) {
-      for (const then of [anchored, followed]) {
-        if (off().has(then.name) || !then.applies(ask)) continue
-        const found = await then.read(ask)
-        if (found !== undefined) return found
-      }
+    // The read under way has reached the page, ended, or stalled; the page does not wait again. A set
+    // replaced while a statement ran is read again by `anchored` and `followed` themselves.
+    for (const then of [anchored, followed]) {
+      if (off().has(then.name) || !then.applies(ask)) continue
+      const found = await then.read(ask)
+      if (found !== undefined) return found
     }
     anchors!.refresh(db, page, present, params)
     return undefined
