@@ -222,6 +222,17 @@ module.exports = {
       to: { path: '^src/db/' }
     },
     {
+      name: 'capabilities-not-to-fastify',
+      severity: 'error',
+      comment:
+        'The capabilities a request goes down through (storage, pages, the entities, the change feed and ' +
+        'its live delivery, idempotency, users) know nothing of Fastify: the route owns the reply, and hands ' +
+        'down what a capability needs of it (a response to write, a request\'s values). So each can be ' +
+        'called and tested without a server, and nothing below a route sends an answer.',
+      from: { path: '^src/(db|pages|search|idempotency|users|movies|messages|changes|memory|schemas|upstream)/' },
+      to: { path: '^node_modules/fastify/' }
+    },
+    {
       name: 'tools-not-to-test',
       severity: 'error',
       comment:

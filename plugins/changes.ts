@@ -1,16 +1,24 @@
 // changes: the change feed of GET /v2/messages/changes (CONTRACT 12, 13): its answers, held
 // long-polls and streams behind one watcher per instance, and the pruning of its log.
+import type { FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
 import { createChangeFeed } from '../src/changes/feed.js'
 import { delivered } from '../src/changes/live/delay-metric.js'
-import { createLiveDelivery, type LiveDelivery, type LiveOptions } from '../src/changes/live/delivery.js'
+import { createLiveDelivery, type LiveConnection, type LiveDelivery, type LiveOptions, type LiveRequest } from '../src/changes/live/delivery.js'
 import type { AppConfig } from '../src/config.js'
 import { every } from '../src/db/upkeep.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** The change feed: a poll's answer (held while `wait` allows), a stream, and what they hold. */
-    changes: Pick<LiveDelivery, 'poll' | 'stream' | 'stats'> & { prune: () => Promise<number> }
+    changes: {
+      /** A poll's answer, held while `wait` allows and nothing can be answered yet. */
+      poll: (reply: FastifyReply, request: LiveRequest) => Promise<Buffer>
+      /** Opens a stream on the reply, which it takes over from Fastify once the stream can start. */
+      stream: (reply: FastifyReply, request: LiveRequest) => Promise<void>
+      stats: LiveDelivery['stats']
+      prune: () => Promise<number>
+    }
   }
 }
 
@@ -35,6 +43,17 @@ export function changesOptions (config: AppConfig): ChangesPluginOptions {
   }
 }
 
+/** The reply as live delivery takes it: its response, and Fastify's hand-over of it. */
+function connectionOf (reply: FastifyReply): LiveConnection {
+  return {
+    response: reply.raw,
+    takeOver: () => {
+      reply.hijack()
+      return reply.getHeaders()
+    }
+  }
+}
+
 // Writes that succeed on this instance wake the watcher at once instead of at its next interval.
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
@@ -51,7 +70,12 @@ export default fp<ChangesPluginOptions>(async function changes (app, opts) {
     },
     delivered
   })
-  app.decorate('changes', { poll: live.poll, stream: live.stream, stats: live.stats, prune: feed.prune })
+  app.decorate('changes', {
+    poll: async (reply, request) => await live.poll(reply.raw, request),
+    stream: async (reply, request) => { await live.stream(connectionOf(reply), request) },
+    stats: live.stats,
+    prune: feed.prune
+  })
 
   app.addHook('onResponse', function (request, reply, done) {
     if (reply.statusCode < 300 && WRITES.has(request.method)) live.poke()

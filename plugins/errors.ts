@@ -5,8 +5,8 @@ import type { ConnectionError, FastifyBaseLogger, FastifyError, FastifyReply, Fa
 import fp from 'fastify-plugin'
 import { isWriteRefused } from '../src/db/driver-errors.js'
 import {
-  BodyTooLargeError, HEAVY_READS_FULL_CODE, IDEMPOTENCY_KEY_IN_PROGRESS_CODE, InvalidIdError, isExpectedUnavailable, isPublicError, LOAD_SHED_CODE, MalformedJsonError,
-  PRIMARY_UNAVAILABLE_CODE, PrimaryUnavailableError, RouteNotFoundError, UnsupportedMediaTypeError
+  BodyTooLargeError, DRAINING_CODE, HEAVY_READS_FULL_CODE, IDEMPOTENCY_KEY_IN_PROGRESS_CODE, InvalidIdError, isExpectedUnavailable, isPublicError,
+  LIVE_CLIENT_LIMIT_CODE, LIVE_FULL_CODE, LOAD_SHED_CODE, MalformedJsonError, PRIMARY_UNAVAILABLE_CODE, PrimaryUnavailableError, RouteNotFoundError, UnsupportedMediaTypeError
 } from '../src/errors.js'
 import { failedParam, validationDetails } from '../src/http/validation-details.js'
 
@@ -68,10 +68,13 @@ function logFailure (error: FastifyError, status: number, log: FastifyBaseLogger
 
 /** The one error handler; also used for the errors Fastify raises before routing (frameworkErrors). */
 // A promotion takes seconds, and a place for an expensive read frees within about one (CONTRACT 16);
-// a request that meets its Idempotency-Key's first one still running may retry in one (CONTRACT 12):
-// the client is told to come back after one.
+// a request that meets its Idempotency-Key's first one still running may retry in one (CONTRACT 12);
+// a live slot refused (CONTRACT 13) and a draining instance are the same: the client is told to come
+// back after one.
 const RETRY_AFTER_SECONDS = '1'
-const RETRY_LATER = new Set([PRIMARY_UNAVAILABLE_CODE, HEAVY_READS_FULL_CODE, IDEMPOTENCY_KEY_IN_PROGRESS_CODE])
+const RETRY_LATER = new Set([
+  PRIMARY_UNAVAILABLE_CODE, HEAVY_READS_FULL_CODE, IDEMPOTENCY_KEY_IN_PROGRESS_CODE, LIVE_FULL_CODE, LIVE_CLIENT_LIMIT_CODE, DRAINING_CODE
+])
 const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
 /**

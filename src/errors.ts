@@ -20,6 +20,9 @@ export const MalformedJsonError = createError('API_MALFORMED_JSON', 'Malformed J
 export const BodyTooLargeError = createError('API_BODY_TOO_LARGE', 'Request body too large', 413)
 export const UnsupportedMediaTypeError = createError('API_UNSUPPORTED_MEDIA_TYPE', 'Unsupported media type', 415)
 export const TooManyRequestsError = createError('API_TOO_MANY_REQUESTS', 'Too many requests', 429)
+/** A client holds its share of this instance's live slots (LIVE_MAX_PER_CLIENT, CONTRACT 13). */
+export const LIVE_CLIENT_LIMIT_CODE = 'API_LIVE_CLIENT_LIMIT'
+export const LiveClientLimitError = createError(LIVE_CLIENT_LIMIT_CODE, 'Too many requests', 429, Error, false)
 export const RetrieveFailedError = createError('API_RETRIEVE_FAILED', 'Failed to retrieve %s', 500)
 export const NotConfiguredError = createError('API_NOT_CONFIGURED', '%s is not configured', 500)
 export const IdentityProviderError = createError('API_IDP_UNREACHABLE', 'Failed to reach identity provider', 502)

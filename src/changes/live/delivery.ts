@@ -1,7 +1,6 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { setImmediate } from 'node:timers/promises'
-import type { FastifyReply } from 'fastify'
-import { DrainingError, LiveFullError, TooManyRequestsError } from '../../errors.js'
+import { DrainingError, LiveClientLimitError, LiveFullError } from '../../errors.js'
 import { resourcePolicyFor } from '../../http/resource-policy.js'
 import { LIVE_UNSENT_BYTES } from '../../memory/budget.js'
 import type { ChangesAnswer, ChangeFeed } from '../feed.js'
@@ -56,6 +55,16 @@ export interface LiveRequest {
   address: string
 }
 
+/**
+ * One live request's response, as the route hands it over: the framework's reply stays above.
+ * `takeOver` takes the response from the framework, to be written here, and gives the headers
+ * already set on it (security, CORS, request id).
+ */
+export interface LiveConnection {
+  response: ServerResponse
+  takeOver: () => Record<string, string | number | string[] | undefined>
+}
+
 /** The client's connection is gone: nothing written to it arrives, and its 'close' has been emitted. */
 const isClosed = (response: ServerResponse): boolean => response.socket === null || response.socket.destroyed
 
@@ -65,8 +74,6 @@ function whenClosed (response: ServerResponse, done: () => void): void {
   else response.once('close', done)
 }
 
-/** Seconds a client waits before trying again when a limit refuses it. */
-const RETRY_AFTER_SECONDS = '1'
 /** How often the sweep writes keep-alives and looks for streams whose clients stopped reading. */
 const SWEEP_MS = 1_000
 /**
@@ -184,25 +191,27 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
   const sweeper = setInterval(() => { sweep().catch(hooks.failures.failed.bind(undefined, 'sweep')) }, Math.min(SWEEP_MS, heartbeatMs))
   sweeper.unref()
 
-  /** Takes a live slot for the client, or refuses it: 503 when the instance is full or stopping, 429 when the client holds its share. */
-  function admit (reply: FastifyReply, address: string): void {
+  /**
+   * Takes a live slot for the client, or refuses it: 503 when the instance is full or stopping, 429
+   * when the client holds its share (the error handler adds Retry-After to each).
+   */
+  function admit (address: string): void {
     const refused = closing ? 'closing' : slots.take(address)
     if (refused === undefined) return
-    reply.header('retry-after', RETRY_AFTER_SECONDS)
-    if (refused === 'client') throw new TooManyRequestsError()
+    if (refused === 'client') throw new LiveClientLimitError()
     throw refused === 'closing' ? new DrainingError() : new LiveFullError()
   }
 
   /** Holds a long-poll that found nothing to answer until its position can be, `wait` ends, or the client leaves. */
-  function hold (reply: FastifyReply, request: LiveRequest, first: ChangesAnswer): Promise<Buffer> {
-    admit(reply, request.address)
+  function hold (response: ServerResponse, request: LiveRequest, first: ChangesAnswer): Promise<Buffer> {
+    admit(request.address)
     return new Promise<Buffer>((resolve, reject) => {
       let settled = false
       const settle = (result: ChangesAnswer | Error): void => {
         if (settled) return
         settled = true
         clearTimeout(timer)
-        reply.raw.off('close', left)
+        response.off('close', left)
         hub.leave(poll)
         polls.delete(poll)
         slots.release(request.address)
@@ -214,7 +223,7 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
       const left = (): void => { nothing() }
       const poll = new HeldPoll(settle)
       const timer = setTimeout(nothing, request.wait * 1000)
-      whenClosed(reply.raw, left)
+      whenClosed(response, left)
       polls.set(poll, nothing)
       hub.place(poll, { epoch: first.epoch, position: first.next, limit: request.limit, catchingUp: false, point: first.point })
     })
@@ -222,12 +231,12 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
 
   return {
     /** The answer to a poll, held while `wait` allows and nothing can be answered yet. */
-    async poll (reply: FastifyReply, request: LiveRequest): Promise<Buffer> {
+    async poll (response: ServerResponse, request: LiveRequest): Promise<Buffer> {
       const first = await feed.answerFor(request.since, request.limit)
       // An initial copy never waits (CONTRACT 13), nor does an answer that has something to say.
       // Nor is a client that already left held.
-      if (request.since === undefined || request.wait <= 0 || !first.empty || first.hasMore || closing || isClosed(reply.raw)) return first.body
-      return await hold(reply, request, first)
+      if (request.since === undefined || request.wait <= 0 || !first.empty || first.hasMore || closing || isClosed(response)) return first.body
+      return await hold(response, request, first)
     },
 
     /**
@@ -235,9 +244,9 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
      * before anything is streamed; after that the headers at once, whatever the streams hold, then
      * one event per answer with changes, each once there is room for it (CONTRACT 16).
      */
-    async stream (reply: FastifyReply, request: LiveRequest): Promise<void> {
-      admit(reply, request.address)
-      const response = reply.raw
+    async stream (connection: LiveConnection, request: LiveRequest): Promise<void> {
+      admit(request.address)
+      const response = connection.response
       const opened: { stream?: EventStream } = {}
       // The slot is given back when the response closes, however it ends: an error answered as JSON,
       // the client leaving (even while its token is checked), the stream ended or cut off.
@@ -249,13 +258,13 @@ export function createLiveDelivery (feed: ChangeFeed, options: LiveOptions, hook
         opened.stream.closed()
       })
       const start = await feed.startFor(request.since)
-      reply.hijack()
+      const set = connection.takeOver()
       if (isClosed(response)) return
       // The headers every response gets (security, CORS, request id) were set as the request arrived.
       // Never compressed: a compressor per stream would hold back events until it flushes, and
       // would cost more memory than the connection itself.
       const headers: OutgoingHttpHeaders = {}
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) headers[name] = value
+      for (const [name, value] of Object.entries(set)) if (value !== undefined) headers[name] = value
       Object.assign(headers, EVENT_STREAM_HEADERS)
       const policy = resourcePolicyFor(headers['access-control-allow-origin'])
       if (policy !== undefined) headers['cross-origin-resource-policy'] = policy
