@@ -2,6 +2,8 @@
 // the service use (query, exec, transaction, close). drizzle runs on it unchanged; only the thread
 // the queries run on differs.
 import { readFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
 import { Worker, type ResourceLimits } from 'node:worker_threads'
 import type { QueryOptions, Results } from '@electric-sql/pglite'
 import { type PgliteRuntime, type Reply, type Request, type SerializedError, type WorkerOptions, deserializeError } from './pglite-protocol.js'
@@ -21,13 +23,16 @@ export interface PgliteTransaction extends PgliteQueries {
 }
 
 // The worker is compiled next to this file, in dist/. Run from source (npm start, the tests), the
-// worker thread does not inherit the loader that compiles TypeScript in this one, so it registers
-// tsx's own before loading the worker's module.
+// worker thread does not inherit the loader that compiles TypeScript in this one. It is started
+// without the parent's flags and loads its module through tsx's require hook, which compiles in the
+// thread itself: the ESM loader (an inherited --import tsx) would start a loader thread of its own
+// for every database opened, and cost each one a sixth more CPU (the tests open hundreds).
 const FROM_SOURCE = import.meta.url.endsWith('.ts')
 const WORKER_URL = new URL(`./pglite-worker${FROM_SOURCE ? '.ts' : '.js'}`, import.meta.url)
 const FROM_SOURCE_BOOTSTRAP = `
   const { workerData } = require('node:worker_threads')
-  import(workerData.tsx).then(({ register }) => { register(); return import(workerData.entry) })`
+  require(workerData.tsx).register()
+  require(workerData.entry)`
 
 export interface ThreadOptions {
   /** Bounds on the thread's own JavaScript heap (results are built there before they are copied over). */
@@ -64,7 +69,8 @@ async function startWorker (options: WorkerOptions, resourceLimits: ResourceLimi
   return new Worker(FROM_SOURCE_BOOTSTRAP, {
     eval: true,
     resourceLimits,
-    workerData: { ...workerData, tsx: import.meta.resolve('tsx/esm/api'), entry: WORKER_URL.href }
+    execArgv: [],
+    workerData: { ...workerData, tsx: createRequire(import.meta.url).resolve('tsx/cjs/api'), entry: fileURLToPath(WORKER_URL) }
   })
 }
 
