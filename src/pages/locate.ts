@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm'
 import { tableLiteral } from '../db/counters.js'
-import { BUCKET_LEVELS } from '../db/triggers/counter-keys.js'
+import { READ_LEVELS } from '../db/triggers/counter-keys.js'
 import { whereSql } from './filters.js'
 import { countedTotalColumn, itemsSql } from './items.js'
 import { orderSql } from './order.js'
@@ -8,11 +8,11 @@ import type { SortOrder } from './cursor.js'
 import { placeholder, type CollectionSpec, type RankedDim } from './spec.js'
 
 // Pages located in the order-statistic index (drizzle/0006): the triggers keep, for each counted key,
-// the number of rows in every bucket of 256 ids (or of a span of time) at four levels. A page at any
+// the number of rows in every bucket of 256 ids (or of a span of time) at several levels. A page at any
 // offset is found by reading at most 256 counts per level and skipping fewer than 256 rows, and the
 // counts and the rows come from the page's own snapshot, so the page is exact under any writer.
 
-const LEVELS = BUCKET_LEVELS
+const LEVELS = READ_LEVELS
 
 const BOUNDS: Record<RankedDim, Record<SortOrder, string>> = {
   id: { asc: 'm.id >= (SELECT bucket FROM loc) << 8', desc: 'm.id <= ((SELECT bucket FROM loc) << 8) + 255' },
