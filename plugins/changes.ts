@@ -71,8 +71,8 @@ export default fp<ChangesPluginOptions>(async function changes (app, opts) {
     delivered
   })
   app.decorate('changes', {
-    poll: async (reply, request) => await live.poll(reply.raw, request),
-    stream: async (reply, request) => { await live.stream(connectionOf(reply), request) },
+    poll: (reply, request) => live.poll(reply.raw, request),
+    stream: (reply, request) => live.stream(connectionOf(reply), request),
     stats: live.stats,
     prune: feed.prune
   })
