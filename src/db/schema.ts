@@ -1,4 +1,4 @@
-import { bigint, boolean, customType, index, integer, numeric, pgEnum, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
+import { bigint, boolean, customType, index, integer, numeric, pgEnum, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core'
 import { sql } from 'drizzle-orm'
 
 export const ROLE_VALUES = ['User', 'Moderator', 'Admin', 'SuperAdmin', 'Owner'] as const
@@ -67,7 +67,9 @@ export const movies = pgTable('movies', {
 // The order-statistic index of drizzle/0006: exact row counts per filter value (`key`), and per
 // bucket of a sort key (`dim`, `bucket`), kept by triggers in the writing transaction. Each writing
 // backend adds to its own `slot` (its pid), so concurrent writers never wait on one row; readers sum
-// the slots, and pagination_compact() folds them into slot 0.
+// the slots, and pagination_compact() folds them into slot 0. The table is partitioned by slot
+// (drizzle/0019), which drizzle-kit does not model: the writers' slots in pagination_counts_written,
+// slot 0 in pagination_counts_folded, whose primary key also carries n.
 export const paginationCounts = pgTable('pagination_counts', {
   tableName: text('table_name').notNull(),
   key: text('key').notNull(),
@@ -77,7 +79,7 @@ export const paginationCounts = pgTable('pagination_counts', {
   n: bigint('n', { mode: 'number' }).notNull(),
   writes: bigint('writes', { mode: 'number' }).notNull().default(0)
 }, (t) => [
-  primaryKey({ columns: [t.tableName, t.key, t.dim, t.bucket, t.slot] })
+  uniqueIndex('pagination_counts_slot_key').on(t.tableName, t.key, t.dim, t.bucket, t.slot)
 ])
 
 // CONTRACT 12, idempotent creation: the 201 a caller's first request with a key got, stored in the

@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm'
 import { tableLiteral } from '../db/counters.js'
-import { READ_LEVELS } from '../db/triggers/counter-keys.js'
+import { BUCKET_LEVELS } from '../db/triggers/counter-keys.js'
 import { whereSql } from './filters.js'
 import { countedTotalColumn, itemsSql } from './items.js'
 import { orderSql } from './order.js'
@@ -11,8 +11,6 @@ import { placeholder, type CollectionSpec, type RankedDim } from './spec.js'
 // the number of rows in every bucket of 256 ids (or of a span of time) at several levels. A page at any
 // offset is found by reading at most 256 counts per level and skipping fewer than 256 rows, and the
 // counts and the rows come from the page's own snapshot, so the page is exact under any writer.
-
-const LEVELS = READ_LEVELS
 
 const BOUNDS: Record<RankedDim, Record<SortOrder, string>> = {
   id: { asc: 'm.id >= (SELECT bucket FROM loc) << 8', desc: 'm.id <= ((SELECT bucket FROM loc) << 8) + 255' },
@@ -32,10 +30,10 @@ const BOUNDS: Record<RankedDim, Record<SortOrder, string>> = {
 export function locateSql (table: string, key: SQL, dim: RankedDim, offset: SQL, desc: boolean): SQL {
   const dir = sql.raw(desc ? 'DESC' : 'ASC')
   const levels: SQL[] = []
-  for (let level = LEVELS - 1; level >= 0; level--) {
+  for (let level = BUCKET_LEVELS - 1; level >= 0; level--) {
     const counts = sql`SELECT c.bucket, sum(c.n) AS n, sum(sum(c.n)) OVER (ORDER BY c.bucket ${dir}) AS upto
       FROM pagination_counts c WHERE c.table_name = ${tableLiteral(table)} AND c.key = ${key} AND c.dim = ${sql.raw(`'${dim}:${level}'`)}`
-    levels.push(level === LEVELS - 1
+    levels.push(level === BUCKET_LEVELS - 1
       ? sql`l${sql.raw(String(level))} AS MATERIALIZED (SELECT g.bucket, (g.upto - g.n)::bigint AS before
           FROM (${counts} GROUP BY c.bucket) g WHERE g.upto > ${offset} ORDER BY g.bucket ${dir} LIMIT 1)`
       : sql`l${sql.raw(String(level))} AS MATERIALIZED (SELECT g.bucket, (p.before + g.upto - g.n)::bigint AS before

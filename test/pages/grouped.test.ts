@@ -1,5 +1,4 @@
 import t from 'tap'
-import { BUCKET_LEVELS, READ_LEVELS } from '../../src/db/triggers/counter-keys.js'
 import { STRIDE } from '../../src/pages/anchors/anchor-set.js'
 import { MAX_GROUPS } from '../../src/pages/grouped.js'
 import { NEAR_START } from '../../src/pages/numbered.js'
@@ -135,17 +134,22 @@ t.test('deep pages by subject are located at once and always, and start no read 
   t.strictSame(anchorReads, [], 'no read of the anchors of the result set was started')
 })
 
-// The triggers write a top level of buckets that no page reads any more (READ_LEVELS): with its rows
-// gone, as the migration after this release will leave them, every located page is still exact.
-t.test(`located pages read ${READ_LEVELS} of the ${BUCKET_LEVELS} levels of buckets: exact with the top level's rows gone`, async (t) => {
+// The counts a page locates itself in are split (drizzle/0019): the writers' slots in one partition,
+// and what compaction folded into slot 0 in the other. With buckets in both, and in both at once, every
+// located page is still exact.
+t.test('located pages are exact with the counters split between the writers\' slots and the folded ones', async (t) => {
   const w = await world(t, seed + 3)
   const reader = createCollectionReader(MESSAGE_COLLECTION, { anchors: false })
   const vias = watchDeepPageReads(t)
   await insertMessagesBySql(w, 2000)
-  const top = `split_part(dim, ':', 2) = '${BUCKET_LEVELS - 1}'`
-  const [{ before } = { before: 0 }] = await rawRows<{ before: number }>(w.app, `SELECT count(*)::int AS before FROM pagination_counts WHERE ${top}`)
-  t.ok(before > 0, `${before} counter rows of the top level written`)
-  await run(w.app, `DELETE FROM pagination_counts WHERE ${top}`)
+  await run(w.app, 'SELECT pagination_compact()')
+  await updateBySql(w)
+  await deleteBySql(w)
+  await insertMessagesBySql(w, 300)
+  const [split] = await rawRows<{ folded: number, written: number }>(w.app, `SELECT
+    (SELECT count(*)::int FROM pagination_counts_folded WHERE table_name = 'messages' AND dim <> 'total') AS folded,
+    (SELECT count(*)::int FROM pagination_counts_written WHERE table_name = 'messages' AND dim <> 'total') AS written`)
+  t.ok(split!.folded > 0 && split!.written > 0, `bucket rows folded (${split!.folded}) and in writers' slots (${split!.written})`)
   const wrong: string[] = []
   for (const [sort, column] of [['id', 'id'], ['createdAt', 'created_at']] as const) {
     for (const order of ['asc', 'desc'] as const) {

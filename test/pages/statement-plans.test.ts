@@ -10,7 +10,7 @@ import { rawRows, run as run_, seedFromEnv } from '../helpers/exactness.js'
 import { watchDeepPageReads } from '../helpers/deep-page-reads.js'
 import { onPostgresServer } from '../helpers/database.js'
 import { insertMessagesBySql, world } from '../helpers/exactness-messages.js'
-import { READ_LEVELS } from '../../src/db/triggers/counter-keys.js'
+import { BUCKET_LEVELS } from '../../src/db/triggers/counter-keys.js'
 
 // A cold page's statement costs what PostgreSQL spends planning it plus what it spends running it.
 // Planning one of these statements took longer than running it (1.4 ms at rest and 5.7 ms under load
@@ -97,7 +97,7 @@ t.test('deep pages from counters, cursors and anchors are planned once, then run
 
   const plans = await rawRows<Plan>(w.app, 'SELECT statement, generic_plans::int AS generic_plans, custom_plans::int AS custom_plans FROM pg_prepared_statements')
   const kinds: Record<string, (text: string) => boolean> = {
-    'a page located in the order-statistic index': (text) => text.includes(`l${READ_LEVELS - 1} AS MATERIALIZED`) && text.includes('page.ord'),
+    'a page located in the order-statistic index': (text) => text.includes(`l${BUCKET_LEVELS - 1} AS MATERIALIZED`) && text.includes('page.ord'),
     'a page by cursor': (text) => text.includes('EXISTS (SELECT 1 FROM messages'),
     'a page from an anchor': (text) => text.includes('AS version') && text.includes('page.ord >'),
     'the rows created before the anchors near a page': (text) => text.includes('pg_visible_in_snapshot') && text.includes('json_array_elements'),

@@ -15,19 +15,11 @@ export interface CounterKey {
 
 /**
  * Levels of each order-statistic dimension (drizzle/0006): a level-L bucket is the level-0 bucket >> 8L.
- * The triggers (./functions.ts) write every level; a located page (src/pages/locate.ts) reads down them.
+ * The triggers (./functions.ts) write every level, and a located page (src/pages/locate.ts) reads down
+ * them, at most 256 counts a level while ids stay under 2^32 and times before the year 2100 (past them,
+ * the top level reads more, still exact). drizzle/0019 stopped writing a fourth, which held one bucket.
  */
-export const BUCKET_LEVELS = 4
-
-/**
- * The levels a located page reads, from the top one down. The fourth level holds a single bucket until
- * ids pass 2^32 and times the year 2100, so the third is top enough: under it, a page still reads at
- * most 256 counts a level. The triggers keep writing the fourth until every instance reads three: an
- * instance of the release before reads four, and would locate no page without it. The next migration
- * then stops writing it, which takes 5 of a create's 24 counter rows away
- * (docs/performance.md#sitting-s11-creates-against-4b37ef6-at-1000000).
- */
-export const READ_LEVELS = 3
+export const BUCKET_LEVELS = 3
 
 /** The counted filters of each table, by the name of the filter. */
 export const MESSAGE_KEYS = {

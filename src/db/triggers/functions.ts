@@ -1,7 +1,7 @@
 import { BUCKET_LEVELS, keySql, MESSAGE_KEYS, MOVIE_KEYS, prefixSql, USER_KEYS, valueSql } from './counter-keys.js'
 
 // The canonical definition of every function a live trigger runs: the trigger functions themselves and
-// the counting functions they call. The migrations in drizzle/ create them; a migration that changes
+// the counting functions they call, and the compaction that folds what they write. The migrations in drizzle/ create them; a migration that changes
 // one copies its text from here, and test/db/triggers.test.ts compares each with pg_get_functiondef on
 // a migrated database, so this file is what the database runs.
 
@@ -9,7 +9,7 @@ export interface FunctionDefinition {
   name: string
   /** The arguments as pg_get_functiondef renders them. */
   args: string
-  returns: 'trigger' | 'void'
+  returns: 'trigger' | 'void' | 'bigint'
   /** The PL/pgSQL source between the dollar quotes. */
   body: string
 }
@@ -163,6 +163,38 @@ BEGIN
 END `
 }
 
+// Folds every unlocked writer slot into slot 0 and drops empty bucket rows; run by the service on its
+// primary now and then (plugins/db.ts), never needed for exactness. The writers' slots are one partition
+// of pagination_counts, updated in place (heap-only: no index holds a count); slot 0 is the other, whose
+// index carries each count, so that a located page reads the counts of buckets no write touches any more
+// from the index alone (drizzle/0019). SKIP LOCKED: it never waits for, nor blocks, a writer; the
+// advisory lock keeps two instances from compacting at once.
+const paginationCompact: FunctionDefinition = {
+  name: 'pagination_compact',
+  args: '',
+  returns: 'bigint',
+  body: `
+DECLARE
+  moved bigint;
+BEGIN
+  IF NOT pg_try_advisory_xact_lock(7300452032) THEN RETURN 0; END IF;
+  WITH taken AS (
+    DELETE FROM pagination_counts_written c WHERE c.ctid IN (
+      SELECT ctid FROM pagination_counts_written FOR UPDATE SKIP LOCKED)
+    RETURNING c.table_name, c.key, c.dim, c.bucket, c.n, c.writes
+  ), folded AS (
+    INSERT INTO pagination_counts AS c (table_name, key, dim, bucket, slot, n, writes)
+    SELECT t.table_name, t.key, t.dim, t.bucket, 0, sum(t.n), sum(t.writes) FROM taken t GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+    ON CONFLICT (table_name, key, dim, bucket, slot) DO UPDATE SET n = c.n + excluded.n, writes = c.writes + excluded.writes
+    RETURNING 1
+  )
+  SELECT count(*) INTO moved FROM folded;
+  DELETE FROM pagination_counts_folded c WHERE c.n = 0 AND c.writes = 0 AND c.ctid IN (
+    SELECT ctid FROM pagination_counts_folded WHERE n = 0 AND writes = 0 FOR UPDATE SKIP LOCKED);
+  RETURN moved;
+END `
+}
+
 // Delta sync (drizzle/0010): every statement that writes messages records the ids it wrote.
 const messagesLogChanges: FunctionDefinition = {
   name: 'messages_log_changes',
@@ -221,7 +253,7 @@ END `
 
 export const TRIGGER_FUNCTIONS: readonly FunctionDefinition[] = [
   messagesApply, messagesCount, usersApply, usersCount, moviesApply, moviesCount,
-  paginationTruncate, messagesLogChanges, usersLogMessageChanges, messagesLogTruncate
+  paginationTruncate, paginationCompact, messagesLogChanges, usersLogMessageChanges, messagesLogTruncate
 ]
 
 /** The definition as pg_get_functiondef renders it (every function here is PL/pgSQL in `public`). */
