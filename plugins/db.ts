@@ -44,7 +44,8 @@ export default fp<DbPluginOptions>(async function db (app, opts) {
   app.log.debug({ driver: handle.driver }, 'database ready')
 
   // The counters' writer slots are folded together now and then; exactness never depends on it, only
-  // the length of the sums readers add up.
+  // the length of the sums readers add up, and whether a located page reads its counts from the index
+  // alone (drizzle/0019: only folded counts are in one).
   const stopCompaction = every(COMPACT_EVERY_MS, async () => handle.db.execute(sql`select pagination_compact()`), app.log, 'counter compaction failed')
   app.addHook('onClose', async () => { stopCompaction() })
 

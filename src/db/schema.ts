@@ -1,4 +1,4 @@
-import { bigint, boolean, customType, index, integer, numeric, pgEnum, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core'
+import { bigint, boolean, customType, index, integer, numeric, pgEnum, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
 import { sql } from 'drizzle-orm'
 
 export const ROLE_VALUES = ['User', 'Moderator', 'Admin', 'SuperAdmin', 'Owner'] as const
@@ -69,7 +69,7 @@ export const movies = pgTable('movies', {
 // backend adds to its own `slot` (its pid), so concurrent writers never wait on one row; readers sum
 // the slots, and pagination_compact() folds them into slot 0. The table is partitioned by slot
 // (drizzle/0019), which drizzle-kit does not model: the writers' slots in pagination_counts_written,
-// slot 0 in pagination_counts_folded, whose primary key also carries n.
+// slot 0 in pagination_counts_folded, each unique on these five columns (src/db/triggers/functions.ts).
 export const paginationCounts = pgTable('pagination_counts', {
   tableName: text('table_name').notNull(),
   key: text('key').notNull(),
@@ -78,9 +78,7 @@ export const paginationCounts = pgTable('pagination_counts', {
   slot: integer('slot').notNull(),
   n: bigint('n', { mode: 'number' }).notNull(),
   writes: bigint('writes', { mode: 'number' }).notNull().default(0)
-}, (t) => [
-  uniqueIndex('pagination_counts_slot_key').on(t.tableName, t.key, t.dim, t.bucket, t.slot)
-])
+})
 
 // CONTRACT 12, idempotent creation: the 201 a caller's first request with a key got, stored in the
 // statement that inserted the message, so a retry from any instance gets the same bytes back.

@@ -35,7 +35,6 @@ t.test('the counters are split by slot: the writers\' counts are in no index, th
     from pg_inherits h join pg_class c on c.oid = h.inhrelid join pg_index i on i.indrelid = c.oid
     where h.inhparent = 'pagination_counts'::regclass order by 1, 2`)
   t.same(indexes, [
-    { partition: 'pagination_counts_folded', def: '(table_name, key, dim, bucket, slot)' },
     { partition: 'pagination_counts_folded', def: '(table_name, key, dim, bucket, slot) INCLUDE (n)' },
     { partition: 'pagination_counts_written', def: '(table_name, key, dim, bucket, slot)' }
   ], 'a writer\'s update changes no indexed column, so it is heap-only; a located page reads folded counts from the index')

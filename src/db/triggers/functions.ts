@@ -1,7 +1,7 @@
 import { BUCKET_LEVELS, keySql, MESSAGE_KEYS, MOVIE_KEYS, prefixSql, USER_KEYS, valueSql } from './counter-keys.js'
 
 // The canonical definition of every function a live trigger runs: the trigger functions themselves and
-// the counting functions they call, and the compaction that folds what they write. The migrations in drizzle/ create them; a migration that changes
+// the counting functions they call, and the compaction and the recount of what they write. The migrations in drizzle/ create them; a migration that changes
 // one copies its text from here, and test/db/triggers.test.ts compares each with pg_get_functiondef on
 // a migrated database, so this file is what the database runs.
 
@@ -43,7 +43,7 @@ BEGIN
     UNION ALL SELECT b.key, l.dim, l.bucket, sum(b.n) FROM by_subject b
     CROSS JOIN LATERAL (VALUES ('total', 0::bigint), ${levels('id', 'b.i')}) AS l(dim, bucket)
     GROUP BY 1, 2, 3)
-  INSERT INTO pagination_counts AS c (table_name, key, dim, bucket, slot, n, writes)
+  INSERT INTO pagination_counts_written AS c (table_name, key, dim, bucket, slot, n, writes)
   SELECT 'messages', ch.key, ch.dim, ch.bucket, pg_backend_pid(), ch.n,
     CASE WHEN ch.key = '' AND ch.dim = 'total' THEN (SELECT count(*) FROM r) ELSE 0 END
   FROM changes ch WHERE ch.n <> 0 OR (ch.key = '' AND ch.dim = 'total')
@@ -86,7 +86,7 @@ BEGIN
       ${levels('id', 'b.i')},
       ${levels('created', 'b.tb')}) AS l(dim, bucket)
     GROUP BY 1, 2, 3)
-  INSERT INTO pagination_counts AS c (table_name, key, dim, bucket, slot, n, writes)
+  INSERT INTO pagination_counts_written AS c (table_name, key, dim, bucket, slot, n, writes)
   SELECT 'users', ch.key, ch.dim, ch.bucket, pg_backend_pid(), ch.n,
     CASE WHEN ch.key = '' AND ch.dim = 'total' THEN (SELECT count(*) FROM r) ELSE 0 END
   FROM changes ch WHERE ch.n <> 0 OR (ch.key = '' AND ch.dim = 'total')
@@ -123,7 +123,7 @@ BEGIN
     SELECT '' AS key, sum(r.s) AS n FROM r
     UNION ALL SELECT ${keySql(MOVIE_KEYS.genre, 'r.genre')}, sum(r.s) FROM r GROUP BY r.genre
     UNION ALL SELECT ${keySql(MOVIE_KEYS.year, 'r.year')}, sum(r.s) FROM r GROUP BY r.year)
-  INSERT INTO pagination_counts AS c (table_name, key, dim, bucket, slot, n, writes)
+  INSERT INTO pagination_counts_written AS c (table_name, key, dim, bucket, slot, n, writes)
   SELECT 'movies', ch.key, 'total', 0, pg_backend_pid(), ch.n, CASE WHEN ch.key = '' THEN (SELECT count(*) FROM r) ELSE 0 END
   FROM changes ch WHERE ch.n <> 0 OR ch.key = ''
   ON CONFLICT (table_name, key, dim, bucket, slot) DO UPDATE SET n = c.n + excluded.n, writes = c.writes + excluded.writes;
@@ -158,17 +158,21 @@ DECLARE
   version bigint := (SELECT coalesce(sum(writes), 0) FROM pagination_counts WHERE table_name = TG_TABLE_NAME AND key = '' AND dim = 'total');
 BEGIN
   DELETE FROM pagination_counts WHERE table_name = TG_TABLE_NAME;
-  INSERT INTO pagination_counts (table_name, key, dim, bucket, slot, n, writes) VALUES (TG_TABLE_NAME, '', 'total', 0, 0, 0, version + 1);
+  INSERT INTO pagination_counts_folded (table_name, key, dim, bucket, slot, n, writes) VALUES (TG_TABLE_NAME, '', 'total', 0, 0, 0, version + 1);
   RETURN NULL;
 END `
 }
 
+// pagination_counts is partitioned by slot (drizzle/0019): the writers' slots in pagination_counts_written,
+// whose index holds no count, so that a writer's update is heap-only; slot 0 in pagination_counts_folded,
+// whose primary key carries each count, so that a located page reads the counts of buckets no write
+// touches any more from the index alone. Each function here writes the partition it means, whose own
+// unique index is the ON CONFLICT arbiter: the parent has none, which spared the migration an index
+// build over every folded row.
+
 // Folds every unlocked writer slot into slot 0 and drops empty bucket rows; run by the service on its
-// primary now and then (plugins/db.ts), never needed for exactness. The writers' slots are one partition
-// of pagination_counts, updated in place (heap-only: no index holds a count); slot 0 is the other, whose
-// index carries each count, so that a located page reads the counts of buckets no write touches any more
-// from the index alone (drizzle/0019). SKIP LOCKED: it never waits for, nor blocks, a writer; the
-// advisory lock keeps two instances from compacting at once.
+// primary now and then (plugins/db.ts), never needed for exactness. SKIP LOCKED: it never waits for, nor
+// blocks, a writer; the advisory lock keeps two instances from compacting at once.
 const paginationCompact: FunctionDefinition = {
   name: 'pagination_compact',
   args: '',
@@ -183,7 +187,7 @@ BEGIN
       SELECT ctid FROM pagination_counts_written FOR UPDATE SKIP LOCKED)
     RETURNING c.table_name, c.key, c.dim, c.bucket, c.n, c.writes
   ), folded AS (
-    INSERT INTO pagination_counts AS c (table_name, key, dim, bucket, slot, n, writes)
+    INSERT INTO pagination_counts_folded AS c (table_name, key, dim, bucket, slot, n, writes)
     SELECT t.table_name, t.key, t.dim, t.bucket, 0, sum(t.n), sum(t.writes) FROM taken t GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
     ON CONFLICT (table_name, key, dim, bucket, slot) DO UPDATE SET n = c.n + excluded.n, writes = c.writes + excluded.writes
     RETURNING 1
@@ -192,6 +196,29 @@ BEGIN
   DELETE FROM pagination_counts_folded c WHERE c.n = 0 AND c.writes = 0 AND c.ctid IN (
     SELECT ctid FROM pagination_counts_folded WHERE n = 0 AND writes = 0 FOR UPDATE SKIP LOCKED);
   RETURN moved;
+END `
+}
+
+// Recounts every counter from the tables themselves, for after a load that bypassed the triggers
+// (session_replication_role = replica, or triggers disabled by hand). Writers wait while it runs;
+// versions keep growing, so nothing cached before it is served after it.
+const paginationRebuild: FunctionDefinition = {
+  name: 'pagination_rebuild',
+  args: '',
+  returns: 'void',
+  body: `
+DECLARE
+  versions jsonb := (SELECT coalesce(jsonb_object_agg(table_name, w), '{}') FROM (
+    SELECT table_name, sum(writes) AS w FROM pagination_counts WHERE key = '' AND dim = 'total' GROUP BY table_name) v);
+BEGIN
+  LOCK TABLE messages, users, movies IN SHARE MODE;
+  DELETE FROM pagination_counts;
+  PERFORM messages_pagination_apply(array_agg(1), array_agg(r.priority::text), array_agg(r.id), array_agg(r.created_at), array_agg(r.author_id), array_agg(r.subject)) FROM messages r;
+  PERFORM users_pagination_apply(array_agg(1), array_agg(r.role), array_agg(r.id), array_agg(r.created_at)) FROM users r;
+  PERFORM movies_pagination_apply(array_agg(1), array_agg(r.genre), array_agg(r.year)) FROM movies r;
+  INSERT INTO pagination_counts_folded AS c (table_name, key, dim, bucket, slot, n, writes)
+  SELECT t, '', 'total', 0, 0, 0, coalesce((versions ->> t)::bigint, 0) + 1 FROM unnest(ARRAY['messages', 'users', 'movies']) AS t
+  ON CONFLICT (table_name, key, dim, bucket, slot) DO UPDATE SET writes = c.writes + excluded.writes;
 END `
 }
 
@@ -253,7 +280,7 @@ END `
 
 export const TRIGGER_FUNCTIONS: readonly FunctionDefinition[] = [
   messagesApply, messagesCount, usersApply, usersCount, moviesApply, moviesCount,
-  paginationTruncate, paginationCompact, messagesLogChanges, usersLogMessageChanges, messagesLogTruncate
+  paginationTruncate, paginationCompact, paginationRebuild, messagesLogChanges, usersLogMessageChanges, messagesLogTruncate
 ]
 
 /** The definition as pg_get_functiondef renders it (every function here is PL/pgSQL in `public`). */
